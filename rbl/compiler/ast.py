@@ -1,0 +1,183 @@
+"""The rbl AST: frozen dataclasses, tuples for children, spans excluded from equality."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .source import Span
+from .units import Value
+
+
+def _span() -> Span:
+    return field(compare=False, repr=False)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    name: str
+    span: Span = _span()
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    """A scalar literal. `value` is None when the literal itself is invalid (e.g. unknown unit);
+    lowering has already reported that."""
+
+    value: Value | None
+    text: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class NameRef:
+    """A bare name in value position: an enum member (or a misspelt keyword)."""
+
+    name: str
+    span: Span = _span()
+
+
+Scalar = Union[Literal, NameRef]
+
+
+@dataclass(frozen=True, slots=True)
+class ListValue:
+    items: tuple[Scalar, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class RangeValue:
+    start: Scalar
+    end: Scalar
+    step: Scalar | None
+    span: Span = _span()
+
+
+ValueNode = Union[Literal, NameRef, ListValue, RangeValue]
+
+
+# ---- statements -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    parts: tuple[str, ...]
+    span: Span = _span()
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """`key = value`: one value."""
+
+    key: Key
+    value: ValueNode
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """`key in values`: a dimension of the test space."""
+
+    key: Key
+    value: ValueNode
+    span: Span = _span()
+
+
+Setting = Union[Bind, Axis]
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    library: Ident
+    pattern: Ident
+    label: Ident | None
+    body: tuple[Setting, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class IntExpr:
+    value: int
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class BinExpr:
+    op: str  # "+" or "*"
+    left: "Expr"
+    right: "Expr"
+    span: Span = _span()
+
+
+Expr = Union[IntExpr, BinExpr]
+
+
+@dataclass(frozen=True, slots=True)
+class Assertion:
+    subject: Ident
+    op: str
+    expr: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    name: Ident | None
+    body: tuple[Union[Bind, Axis, Client, Assertion], ...]
+    span: Span = _span()
+
+
+# ---- library declarations --------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    op: str
+    bound: Scalar
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class TypeExpr:
+    name: Ident | None            # int, float, duration, percent, bool, string; None for enums
+    members: tuple[Ident, ...]    # enum members
+    constraints: tuple[Constraint, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ParamDecl:
+    name: Ident
+    optional: bool
+    type: TypeExpr
+    default: Scalar | None
+    handoff: Ident | None
+    alias: Ident | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class PatternDecl:
+    name: Ident
+    params: tuple[ParamDecl, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryDecl:
+    name: Ident
+    settings: tuple[Bind | Axis, ...]
+    patterns: tuple[PatternDecl, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    spaces: tuple[Space, ...]
+    libraries: tuple[LibraryDecl, ...]
+    span: Span = _span()

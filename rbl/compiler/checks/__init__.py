@@ -1,0 +1,1 @@
+"""The checker passes, one module each, run in order by compiler/pipeline.py."""

@@ -1,0 +1,136 @@
+"""Pass 4: client blocks: library, pattern, parameters, their types, bounds and axes."""
+
+from __future__ import annotations
+
+from .. import ast
+from ..axes import single
+from ..space import ClientSpec, Param
+from ..types import suggest
+from ..units import UnitError, handoff
+from .context import CheckContext
+from .values import evaluate_axis, evaluate_single
+
+
+def check_clients(ctx: CheckContext) -> None:
+    if ctx.space is None:
+        return
+    clients = [item for item in ctx.space.body if isinstance(item, ast.Client)]
+    if not clients:
+        head = ctx.space.name.span if ctx.space.name else ctx.space.span
+        ctx.diags.error("E0305", "the space has no clients", head, "no `client` block",
+                        help="add e.g. `client tenacity.retry { stop_after_attempt = 3 }`")
+    labels: dict[str, ast.Client] = {}
+    for block in clients:
+        spec = _client(ctx, block)
+        if spec is None:
+            continue
+        label = spec.label
+        if label in labels:
+            if block.label is not None:
+                ctx.diags.error("E0208", f"client label `{label}` is used twice", block.label.span,
+                                "used again here", secondary=((labels[label].span, "first used here"),),
+                                help="give each client its own label")
+                continue
+            number = 2
+            while f"{label}#{number}" in labels:
+                number += 1
+            label = f"{label}#{number}"
+            spec = ClientSpec(label, spec.library, spec.pattern, spec.params, spec.span)
+        labels[label] = block
+        ctx.clients.append(spec)
+
+
+def _client(ctx: CheckContext, block: ast.Client) -> ClientSpec | None:
+    library = ctx.libraries.get(block.library.name)
+    if library is None:
+        guess = suggest(block.library.name, ctx.libraries)
+        ctx.diags.error("E0204", f"unknown library `{block.library.name}`", block.library.span,
+                        "not in the catalogue",
+                        help=(f"did you mean `{guess}`? " if guess else "")
+                        + f"known libraries: {', '.join(sorted(ctx.libraries))}; "
+                        "or declare it with `library NAME { ... }`")
+        return None
+    pattern = library.patterns.get(block.pattern.name)
+    if pattern is None:
+        guess = suggest(block.pattern.name, library.patterns)
+        ctx.diags.error("E0205", f"library `{library.name}` has no pattern `{block.pattern.name}`",
+                        block.pattern.span, "unknown pattern",
+                        help=(f"did you mean `{guess}`? " if guess else "")
+                        + f"`{library.name}` implements {', '.join(library.patterns)}")
+        return None
+    params = _params(ctx, block, library, pattern)
+    if params is None:
+        return None
+    label = block.label.name if block.label else f"{library.name}.{pattern.name}"
+    return ClientSpec(label, library, pattern, params, block.span)
+
+
+def _params(ctx: CheckContext, block: ast.Client, library, pattern) -> tuple[Param, ...] | None:
+    ok = True
+    seen: dict[str, ast.Bind | ast.Axis] = {}
+    params: list[Param] = []
+    aliases = pattern.by_alias()
+    for item in block.body:
+        name = item.key.dotted
+        definition = pattern.params.get(name)
+        if definition is None:
+            ok = False
+            _unknown_param(ctx, item, library, pattern, aliases)
+            continue
+        if name in seen:
+            ok = False
+            ctx.diags.error("E0208", f"`{name}` is set twice", item.key.span, "set again here",
+                            secondary=((seen[name].key.span, "first set here"),),
+                            help="keep one; to try several values use one axis: `in [a, b]`")
+            continue
+        seen[name] = item
+        what = f"`{name}`"
+        if isinstance(item, ast.Axis):
+            values = evaluate_axis(item, definition.type, ctx.diags, what)
+        else:
+            value = evaluate_single(item, definition.type, ctx.diags, what)
+            values = single(value, item.value.span) if value is not None else None
+        if values is None or not _handoff_ok(ctx, item, definition, values):
+            ok = False
+            continue
+        params.append(Param(definition, values, isinstance(item, ast.Axis), True, item.span))
+    missing = [p for p in pattern.params.values() if p.required and p.name not in seen]
+    if missing:
+        ok = False
+        listed = ", ".join(f"`{p.name}: {p.type}`" for p in missing)
+        ctx.diags.error("E0207", f"`{library.name}.{pattern.name}` needs {listed}", block.pattern.span,
+                        "missing required parameter" + ("s" if len(missing) > 1 else ""),
+                        secondary=tuple((p.span, "declared here") for p in missing if p.span),
+                        help=f"add `{missing[0].name} = ...` to the block")
+    if not ok:
+        return None
+    for definition in pattern.params.values():
+        if definition.name not in seen and definition.default is not None:
+            params.append(Param(definition, single(definition.default), False, False, None))
+    return tuple(params)
+
+
+def _handoff_ok(ctx: CheckContext, item, definition, values) -> bool:
+    """Every value must reach the client exactly (e.g. 1.5ms cannot be handed `as ms`)."""
+    checked = values if len(values) <= 10_000 else [values[0], values[len(values) - 1]]
+    for value in checked:
+        try:
+            handoff(value, definition.handoff)
+        except UnitError as error:
+            ctx.diags.error("E0212", f"`{definition.name}` reaches the client in {definition.handoff}, "
+                            "which cannot carry this value", item.value.span, str(error),
+                            help=f"use a whole number of {definition.handoff}")
+            return False
+    return True
+
+
+def _unknown_param(ctx: CheckContext, item, library, pattern, aliases: dict[str, str]) -> None:
+    name = item.key.dotted
+    if name in aliases:
+        hint = f"`{name}` is the old name of `{aliases[name]}`: write `{aliases[name]}`"
+    else:
+        guess = suggest(name, pattern.params)
+        hint = (f"did you mean `{guess}`? " if guess else "") + \
+            f"`{library.name}.{pattern.name}` takes {', '.join(pattern.params) or 'no parameters'}"
+    ctx.diags.error("E0206", f"`{library.name}.{pattern.name}` has no parameter `{name}`",
+                    item.key.span, "unknown parameter", help=hint)

@@ -1,0 +1,22 @@
+"""What the checker passes share: the program, the catalogue, diagnostics and the results so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import ast
+from ..diagnostics import Diagnostics
+from ..source import SourceFile
+from ..space import ClientSpec, SizeAssertion
+
+
+@dataclass
+class CheckContext:
+    program: ast.Program
+    source: SourceFile
+    diags: Diagnostics
+    space: ast.Space | None = None
+    libraries: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)       # setting key -> Value or Axis
+    clients: list[ClientSpec] = field(default_factory=list)
+    assertions: list[SizeAssertion] = field(default_factory=list)

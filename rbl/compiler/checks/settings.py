@@ -1,0 +1,124 @@
+"""Pass 3: the space's own settings (rounds, users, successes, max_requests, target, fault.*)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .. import ast
+from ..axes import single
+from ..types import Bound, ParamType, suggest
+from ..units import Value
+from .context import CheckContext
+from .values import evaluate_axis, evaluate_single
+
+
+@dataclass(frozen=True)
+class SettingDef:
+    type: ParamType
+    default: Value | None
+    axis: bool
+    doc: str
+
+
+def _int(low: int, high: int | None = None) -> ParamType:
+    bounds = [Bound(">=", Value("int", low))]
+    if high is not None:
+        bounds.append(Bound("<", Value("int", high)))
+    return ParamType("int", bounds=tuple(bounds))
+
+
+SPACE_SETTINGS: dict[str, SettingDef] = {
+    "rounds": SettingDef(_int(1), Value("int", 1), False, "times each scenario is run"),
+    "users": SettingDef(_int(1), None, True, "virtual users per scenario (U)"),
+    "successes": SettingDef(_int(1), Value("int", 10), False, "successful calls each virtual user needs (n)"),
+    "max_requests": SettingDef(_int(1), Value("int", 500), False, "most requests a virtual user may send"),
+    "target": SettingDef(ParamType("string"), Value("string", "/bytes/1000"), False, "httpbin path called"),
+    "fault.kind": SettingDef(ParamType("enum", ("abort", "delay")), Value("enum", "abort"), False,
+                             "abort (reply with fault.status) or delay (wait fault.duration)"),
+    "fault.status": SettingDef(_int(200, 600), Value("int", 503), False, "HTTP status of injected aborts"),
+    "fault.duration": SettingDef(
+        ParamType("duration", bounds=(Bound(">", Value("duration", Fraction(0))),)), None, False,
+        "length of injected delays"),
+    "fault.rate": SettingDef(
+        ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
+                                     Bound("<=", Value("percent", Fraction(100))))),
+        Value("percent", Fraction(0)), True, "share of requests faulted (F)"),
+}
+
+
+def check_settings(ctx: CheckContext) -> None:
+    if ctx.space is None:
+        return
+    seen: dict[str, ast.Bind | ast.Axis] = {}
+    for item in ctx.space.body:
+        if not isinstance(item, (ast.Bind, ast.Axis)):
+            continue
+        key = item.key.dotted
+        definition = SPACE_SETTINGS.get(key)
+        if definition is None:
+            _unknown(ctx, item)
+            continue
+        if key in seen:
+            ctx.diags.error("E0208", f"`{key}` is set twice", item.key.span, "set again here",
+                            secondary=((seen[key].key.span, "first set here"),),
+                            help="keep one; to try several values use one axis: `in [a, b]`")
+            continue
+        seen[key] = item
+        what = f"`{key}`"
+        if isinstance(item, ast.Axis):
+            if not definition.axis:
+                ctx.diags.error("E0210", f"`{key}` cannot vary", item.span, "not an axis",
+                                help=f"bind one value with `{key} = ...`; the axes of a space are "
+                                     "`users` and `fault.rate` (and client parameters)")
+                continue
+            value = evaluate_axis(item, definition.type, ctx.diags, what)
+        else:
+            value = evaluate_single(item, definition.type, ctx.diags, what)
+            if value is not None and definition.axis:
+                value = single(value, item.value.span)
+        if value is not None:
+            ctx.settings[key] = value
+    _defaults_and_cross_checks(ctx, seen)
+
+
+def _unknown(ctx: CheckContext, item) -> None:
+    key = item.key.dotted
+    guess = suggest(key, SPACE_SETTINGS)
+    known = ", ".join(SPACE_SETTINGS)
+    ctx.diags.error("E0209", f"unknown setting `{key}`", item.key.span, "not a space setting",
+                    help=(f"did you mean `{guess}`? " if guess else "") + f"the settings are {known}; "
+                    "client parameters go inside `client <library>.<pattern> { ... }`")
+
+
+def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
+    space_head = ctx.space.name.span if ctx.space.name else ctx.space.span
+    for key, definition in SPACE_SETTINGS.items():
+        if key in seen:
+            continue
+        if definition.default is not None:
+            ctx.settings[key] = single(definition.default) if definition.axis else definition.default
+    if "users" not in seen:
+        ctx.diags.error("E0213", "the space does not say how many virtual users to run", space_head,
+                        "no `users`", help="add `users in [50, 100]` (or `users = 10`)")
+    kind = ctx.settings.get("fault.kind")
+    if kind is not None and kind.v == "delay" and "fault.duration" not in seen:
+        ctx.diags.error("E0213", "a delay fault needs a duration", seen["fault.kind"].span,
+                        "no `fault.duration`", help="add e.g. `fault.duration = 1000ms`")
+    if kind is not None and kind.v == "abort" and "fault.duration" in seen:
+        ctx.diags.error("E0219", "`fault.duration` only applies to delay faults", seen["fault.duration"].span,
+                        "abort faults reply at once", help="remove it, or set `fault.kind = delay`")
+    if kind is not None and kind.v == "delay" and "fault.status" in seen:
+        ctx.diags.error("E0219", "`fault.status` only applies to abort faults", seen["fault.status"].span,
+                        "delay faults keep the real status", help="remove it, or set `fault.kind = abort`")
+    successes, max_requests = ctx.settings.get("successes"), ctx.settings.get("max_requests")
+    if successes is not None and max_requests is not None and successes.v > max_requests.v:
+        span = (seen.get("max_requests") or seen.get("successes")).span if (seen.get("max_requests") or seen.get("successes")) else space_head
+        ctx.diags.error("E0218", f"`max_requests` ({max_requests.v}) is below `successes` ({successes.v})",
+                        span, "no virtual user could finish",
+                        help="a virtual user stops after max_requests requests; make it at least successes")
+    target = ctx.settings.get("target")
+    if target is not None and not str(target.v).startswith("/"):
+        ctx.diags.error("E0218", f"`target` must be a path on the target service, found \"{target.v}\"",
+                        seen["target"].value.span, "not a path",
+                        help='write the httpbin path, e.g. `target = "/bytes/1000"`')

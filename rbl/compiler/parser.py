@@ -1,0 +1,229 @@
+"""The parser: one cached Lark LALR parser (positions on) and the translation of Lark's
+exceptions into rbl diagnostics. Lark's own names never reach the user."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from .diagnostics import Diagnostics
+from .source import SourceFile, Span
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
+
+# Human names of the grammar's regex terminals; literal terminals are shown as `text`.
+TERMINAL_NAMES = {
+    "NAME": "a name",
+    "INT": "an integer",
+    "DECIMAL": "a decimal number",
+    "QUANTITY": "a duration (e.g. `20ms`)",
+    "PERCENT": "a percentage (e.g. `40%`)",
+    "STRING": "a string",
+    "COMPARE": "a comparison (`==`, `<=`, ...)",
+    "_NL": "a new line",
+    "$END": "the end of the file",
+    "OPTIONAL": "`?`",
+}
+
+
+class _NewlinePostLexer:
+    """Drops newlines inside () and [] and collapses runs of newlines (comments between them)."""
+
+    always_accept = ("_NL",)
+
+    def process(self, stream):
+        depth = 0
+        previous_newline = False
+        for token in stream:
+            if token.type == "_NL":
+                if depth > 0 or previous_newline:
+                    continue
+                previous_newline = True
+                yield token
+                continue
+            previous_newline = False
+            if token in ("(", "["):
+                depth += 1
+            elif token in (")", "]") and depth > 0:
+                depth -= 1
+            yield token
+
+
+@lru_cache(maxsize=1)
+def lark_parser() -> Lark:
+    grammar = resources.files("rbl").joinpath("grammar.lark").read_text(encoding="utf-8")
+    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
+                maybe_placeholders=True, postlex=_NewlinePostLexer(), cache=False)
+
+
+@lru_cache(maxsize=1)
+def _terminal_texts() -> dict[str, str]:
+    from lark.lexer import PatternStr
+
+    texts = {}
+    for terminal in lark_parser().terminals:
+        if isinstance(terminal.pattern, PatternStr):
+            texts[terminal.name] = f"`{terminal.pattern.value}`"
+    return texts
+
+
+def describe_terminal(name: str) -> str:
+    if name in TERMINAL_NAMES:
+        return TERMINAL_NAMES[name]
+    return _terminal_texts().get(name, f"`{name.lower()}`")
+
+
+def describe_token(token: Token) -> str:
+    if token.type == "$END":
+        return "the end of the file"
+    if token.type == "_NL":
+        return "the end of the line"
+    return f"`{token.value}`"
+
+
+def _expected_list(names) -> str:
+    described = sorted({describe_terminal(n) for n in names if n not in ("COMMENT",)})
+    if not described:
+        return "something else"
+    if len(described) == 1:
+        return described[0]
+    return "one of " + ", ".join(described)
+
+
+# Common mistakes, recognised by the parser state they fail in (Lark's match_examples).
+_MISTAKES: dict[tuple[str, str, str], list[str]] = {
+    ("E0105", "missing value", "write a value after `=` or `in`, e.g. `rounds = 10` or `users in [50, 100]`"): [
+        "space {\n rounds =\n}", "space {\n users in\n}", "space {\n rounds = }",
+        "space { client a.b {\n x =\n} }", "space { client a.b {\n x in\n} }",
+    ],
+    ("E0108", "`:` is not how a value is bound", "bind a value with `=` (one value) or `in` (an axis): `rounds = 10`"): [
+        "space {\n rounds: 10\n}", "space { client a.b {\n x: 1\n} }",
+    ],
+    ("E0107", "a client needs a library and a pattern", "write `client <library>.<pattern> { ... }`, e.g. `client resilience4j.retry { }`"): [
+        "space {\n client retry {}\n}", "space {\n client retry\n}", "space {\n client \n}",
+        "space {\n client a. {}\n}",
+    ],
+    ("E0109", "statements must be on separate lines", "put each setting on its own line"): [
+        "space {\n rounds = 1 users = 2\n}", "space {\n rounds = 1 users in [1]\n}",
+    ],
+}
+
+
+def parse_tree(source: SourceFile, diagnostics: Diagnostics) -> Tree | None:
+    """Parse a source file; on failure report one located diagnostic and return None."""
+    parser = lark_parser()
+    try:
+        return parser.parse(source.text)
+    except UnexpectedInput as error:
+        _report(source, error, diagnostics)
+        return None
+
+
+def _report(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics) -> None:
+    if _report_brackets(source, error, diagnostics):
+        return
+    if isinstance(error, UnexpectedCharacters):
+        span = Span.point(source, error.line, error.column)
+        char = source.text[error.pos_in_stream] if error.pos_in_stream < len(source.text) else "?"
+        hint = "strings use double quotes" if char == "'" else "remove it or check for a typo"
+        diagnostics.error("E0104", f"unexpected character `{char}`", span, "not valid here", help=hint)
+        return
+    if isinstance(error, UnexpectedToken):
+        token = error.token
+        span = _token_span(source, token)
+        mistake = _match_mistake(error)
+        expected = _expected_list(error.expected)
+        if mistake is not None:
+            code, message, hint = mistake
+            diagnostics.error(code, message, span, f"expected {expected}", help=hint)
+        elif token.type == "$END":
+            diagnostics.error("E0103", "unexpected end of file", span, f"expected {expected}",
+                              help="the file ends in the middle of a statement")
+        else:
+            diagnostics.error("E0101", f"unexpected {describe_token(token)}", span,
+                              f"expected {expected}", help=_hint_for(token))
+        return
+    diagnostics.error("E0101", "syntax error", Span.point(source, 1, 1))  # pragma: no cover
+
+
+def _match_mistake(error: UnexpectedInput):
+    parser = lark_parser()
+    try:
+        label = error.match_examples(parser.parse, _MISTAKES, use_accepts=True)
+    except Exception:  # match_examples re-parses examples; never let that mask the real error
+        return None
+    return label
+
+
+def _hint_for(token: Token) -> str | None:
+    if token.type == "NAME" and token.value in ("with", "to", "by"):
+        return "ranges are written `a..b step s`"
+    if token.value == "'" or token.value.startswith("'"):
+        return "strings use double quotes"
+    if token.type == "_NL":
+        return "the statement is incomplete"
+    return None
+
+
+def _token_span(source: SourceFile, token: Token) -> Span:
+    if token.type == "$END" or token.line is None:
+        line, col = source.end
+        return Span.point(source, line, col)
+    if token.type == "_NL":
+        return Span.point(source, token.line, token.column)
+    return Span.of_token(source, token)
+
+
+def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics) -> bool:
+    """Unclosed or mismatched brackets are reported from the bracket, not where parsing stopped."""
+    stack: list[Token] = []
+    try:
+        tokens = list(lark_parser().lex(source.text))
+    except UnexpectedInput:
+        return False
+    for token in tokens:
+        if token.value in OPENERS and token.type not in ("STRING",):
+            stack.append(token)
+        elif token.value in CLOSERS and token.type not in ("STRING",):
+            if not stack:
+                diagnostics.error("E0106", f"unmatched `{token.value}`", Span.of_token(source, token),
+                                  "this bracket closes nothing",
+                                  help="remove it, or add the opening bracket it belongs to")
+                return True
+            opener = stack.pop()
+            if OPENERS[opener.value] != token.value:
+                diagnostics.error(
+                    "E0106", f"mismatched `{token.value}`", Span.of_token(source, token),
+                    f"expected `{OPENERS[opener.value]}` to close the `{opener.value}`",
+                    secondary=((Span.of_token(source, opener), "opened here"),),
+                    help=f"close `{opener.value}` with `{OPENERS[opener.value]}`")
+                return True
+    if stack:
+        opener = stack[0] if isinstance(error, UnexpectedToken) and error.token.type == "$END" else stack[-1]
+        opener = _innermost_unclosed(stack, error) or opener
+        diagnostics.error("E0102", f"unclosed `{opener.value}`", Span.of_token(source, opener),
+                          "this bracket is never closed",
+                          secondary=((_error_span(source, error), "parsing stopped here"),),
+                          help=f"add the matching `{OPENERS[opener.value]}`")
+        return True
+    return False
+
+
+def _innermost_unclosed(stack: list[Token], error: UnexpectedInput) -> Token | None:
+    """The innermost unclosed bracket that opened before the point where parsing failed."""
+    line = getattr(error, "line", None)
+    column = getattr(error, "column", None)
+    if line is None or line < 0:
+        return stack[-1]
+    before = [t for t in stack if (t.line, t.column) <= (line, column)]
+    return before[-1] if before else stack[0]
+
+
+def _error_span(source: SourceFile, error: UnexpectedInput) -> Span:
+    if isinstance(error, UnexpectedToken):
+        return _token_span(source, error.token)
+    return Span.point(source, error.line, error.column)

@@ -1,0 +1,78 @@
+"""The compiler pipeline: parse -> lower -> checks (in PASSES order) -> typed test space."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checks.assertions import check_assertions
+from .checks.clients import check_clients
+from .checks.context import CheckContext
+from .checks.libraries import check_libraries
+from .checks.settings import check_settings
+from .checks.structure import check_structure
+from .diagnostics import Diagnostic, Diagnostics
+from .frontend import parse_program
+from .source import SourceFile
+from .space import Fault, TestSpace
+
+# The checker passes, in the order they run. Each takes the context and reports into it.
+PASSES = (
+    check_structure,
+    check_libraries,
+    check_settings,
+    check_clients,
+    check_assertions,
+)
+
+
+@dataclass
+class CompileResult:
+    space: TestSpace | None
+    diagnostics: list[Diagnostic]
+
+    @property
+    def ok(self) -> bool:
+        return self.space is not None
+
+
+def compile_source(text: str, name: str = "<spec>") -> CompileResult:
+    """Compile spec text; never raises for bad input, returns diagnostics instead."""
+    source = SourceFile(name, text)
+    diags = Diagnostics()
+    program = parse_program(source, diags)
+    if program is None or diags.has_errors:
+        return CompileResult(None, diags.sorted())
+    ctx = CheckContext(program, source, diags)
+    for check in PASSES:
+        check(ctx)
+    if diags.has_errors:
+        return CompileResult(None, diags.sorted())
+    return CompileResult(_test_space(ctx, text, name), diags.sorted())
+
+
+def compile_file(path: str | Path) -> CompileResult:
+    path = Path(path)
+    return compile_source(path.read_text(encoding="utf-8"), str(path))
+
+
+def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
+    s = ctx.settings
+    kind = s["fault.kind"].v
+    fault = Fault(kind, s["fault.status"].v if kind == "abort" else None,
+                  s.get("fault.duration") if kind == "delay" else None, s["fault.rate"])
+    space_name = ctx.space.name.name if ctx.space.name else Path(name).stem
+    return TestSpace(
+        name=space_name,
+        source_name=name,
+        source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        rounds=s["rounds"].v,
+        users=s["users"],
+        successes=s["successes"].v,
+        max_requests=s["max_requests"].v,
+        target=s["target"].v,
+        fault=fault,
+        clients=tuple(ctx.clients),
+        assertions=tuple(ctx.assertions),
+    )

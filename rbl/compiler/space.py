@@ -1,0 +1,89 @@
+"""The typed test space: what the checker produces and expansion consumes (DESIGN section 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+from ..libraries.catalogue import LibraryDef, PatternDef
+from .axes import Axis
+from .source import Span
+from .types import ParamDef
+from .units import Value
+
+
+@dataclass(frozen=True)
+class Param:
+    """A client parameter: one value (`=`, or a default) or an axis (`in`)."""
+
+    definition: ParamDef
+    values: Axis
+    is_axis: bool
+    explicit: bool                 # written in the spec (False: the catalogue default)
+    span: Span | None = field(default=None, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    label: str
+    library: LibraryDef
+    pattern: PatternDef
+    params: tuple[Param, ...]      # spec order, then defaults in catalogue order
+    span: Span | None = field(default=None, compare=False)
+
+    @property
+    def axes(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.is_axis)
+
+    @property
+    def configurations(self) -> int:
+        """|CONF_i|: the product of this client's axis lengths."""
+        return prod(len(p.values) for p in self.axes)
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str                      # "abort" or "delay"
+    status: int | None             # abort: HTTP status
+    duration: Value | None         # delay: fixed delay
+    rates: Axis
+
+
+@dataclass(frozen=True)
+class SizeAssertion:
+    op: str
+    expected: int
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class TestSpace:
+    name: str
+    source_name: str
+    source_sha256: str
+    rounds: int
+    users: Axis
+    successes: int
+    max_requests: int
+    target: str
+    fault: Fault
+    clients: tuple[ClientSpec, ...]
+    assertions: tuple[SizeAssertion, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Equation 1: |F| x |U| x sum_i |CONF_i|, in closed form."""
+        return len(self.fault.rates) * len(self.users) * sum(c.configurations for c in self.clients)
+
+    @property
+    def runs(self) -> int:
+        return self.size * self.rounds
+
+    def breakdown(self) -> str:
+        """`|F| 5 x |U| 3 x (polly.retry 3 + ...) = 90`, the factor breakdown shown everywhere."""
+        clients = " + ".join(f"{c.label} {c.configurations}" for c in self.clients)
+        return (f"|F| {len(self.fault.rates)} x |U| {len(self.users)} x ({clients}) = {self.size}")

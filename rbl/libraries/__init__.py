@@ -1,0 +1,1 @@
+"""The library catalogue: which libraries exist and their typed pattern parameters."""
