@@ -108,7 +108,28 @@ _MISTAKES: dict[tuple[str, str, str], list[str]] = {
         "space {\n client a. {}\n}",
     ],
     ("E0109", "statements must be on separate lines", "put each setting on its own line"): [
-        "space {\n rounds = 1 users = 2\n}", "space {\n rounds = 1 users in [1]\n}",
+        "space {\n x = 1 y = 2\n}",
+        "space { client a.b {\n x = 1 y = 2\n} }",
+        "space {\n x = [1] y = 2\n}",
+        "space { client a.b {\n x = [1] y = 2\n} }",
+        "space {\n x = "x" y = 2\n}",
+        "space { client a.b {\n x = "x" y = 2\n} }",
+        "space {\n x = abc y = 2\n}",
+        "space { client a.b {\n x = abc y = 2\n} }",
+        "space {\n x = 1ms y = 2\n}",
+        "space { client a.b {\n x = 1ms y = 2\n} }",
+        "space {\n x = 1% y = 2\n}",
+        "space { client a.b {\n x = 1% y = 2\n} }",
+        "space {\n x = 1.5 y = 2\n}",
+        "space { client a.b {\n x = 1.5 y = 2\n} }",
+        "space {\n x = 1..2 y = 2\n}",
+        "space { client a.b {\n x = 1..2 y = 2\n} }",
+        "space {\n x = 1..2 step 1 y = 2\n}",
+        "space { client a.b {\n x = 1..2 step 1 y = 2\n} }",
+        "space {\n x = true y = 2\n}",
+        "space { client a.b {\n x = true y = 2\n} }",
+        "space {\n x = -1 y = 2\n}",
+        "space { client a.b {\n x = -1 y = 2\n} }",
     ],
 }
 
@@ -150,13 +171,24 @@ def _report(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics
     diagnostics.error("E0101", "syntax error", Span.point(source, 1, 1))  # pragma: no cover
 
 
-def _match_mistake(error: UnexpectedInput):
-    parser = lark_parser()
-    try:
-        label = error.match_examples(parser.parse, _MISTAKES, use_accepts=True)
-    except Exception:  # match_examples re-parses examples; never let that mask the real error
-        return None
-    return label
+@lru_cache(maxsize=1)
+def _mistake_states() -> dict[tuple[int, str], tuple[str, str, str]]:
+    """(parser state, token type) at which each example mistake fails -> its diagnostic.
+
+    Lark's match_examples also compares the depth of the parser stack, which here grows with
+    every statement before the mistake; the state and token alone identify a mistake."""
+    states = {}
+    for label, examples in _MISTAKES.items():
+        for example in examples:
+            try:
+                lark_parser().parse(example)
+            except UnexpectedToken as error:
+                states.setdefault((error.state.position, error.token.type), label)
+    return states
+
+
+def _match_mistake(error: UnexpectedToken):
+    return _mistake_states().get((error.state.position, error.token.type))
 
 
 def _hint_for(token: Token) -> str | None:
@@ -197,10 +229,10 @@ def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Di
             opener = stack.pop()
             if OPENERS[opener.value] != token.value:
                 diagnostics.error(
-                    "E0106", f"mismatched `{token.value}`", Span.of_token(source, token),
-                    f"expected `{OPENERS[opener.value]}` to close the `{opener.value}`",
-                    secondary=((Span.of_token(source, opener), "opened here"),),
-                    help=f"close `{opener.value}` with `{OPENERS[opener.value]}`")
+                    "E0102", f"unclosed `{opener.value}`", Span.of_token(source, opener),
+                    "this bracket is never closed",
+                    secondary=((Span.of_token(source, token), f"`{token.value}` found here"),),
+                    help=f"add the matching `{OPENERS[opener.value]}`")
                 return True
     if stack:
         opener = stack[0] if isinstance(error, UnexpectedToken) and error.token.type == "$END" else stack[-1]

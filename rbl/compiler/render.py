@@ -10,15 +10,18 @@ def render(diagnostic: Diagnostic) -> str:
     labels = list(diagnostic.labels)
     width = max((len(str(label.span.line)) for label in labels), default=1)
     pad = " " * width
-    previous_file = None
-    for label in labels:
-        span = label.span
-        arrow = "-->" if label.primary else ":::"
-        if label.primary or span.file is not previous_file:
-            out.append(f"{pad}{arrow} {span.location}")
-            out.append(f"{pad} |")
-        previous_file = span.file
-        out.extend(_snippet(label, width))
+    for index, (file, group) in enumerate(_by_file(labels)):
+        primary = next((label for label in group if label.primary), group[0])
+        out.append(f"{pad}{'-->' if index == 0 else ':::'} {primary.span.location}")
+        out.append(f"{pad} |")
+        previous_line = None
+        for label in sorted(group, key=lambda label: (label.span.line, label.span.col)):
+            if previous_line is not None and label.span.line > previous_line + 1:
+                out.append("...")
+            if label.span.line != previous_line:
+                out.append(_source_line(label, width))
+            out.append(_marker(label, width))
+            previous_line = label.span.line
     if labels:
         out.append(f"{pad} |")
     for note in diagnostic.notes:
@@ -28,18 +31,31 @@ def render(diagnostic: Diagnostic) -> str:
     return "\n".join(out)
 
 
-def _snippet(label: Label, width: int) -> list[str]:
+def _by_file(labels: list[Label]):
+    """Labels grouped by file, the primary label's file first."""
+    groups: dict[int, tuple[object, list[Label]]] = {}
+    for label in sorted(labels, key=lambda label: not label.primary):
+        groups.setdefault(id(label.span.file), (label.span.file, []))[1].append(label)
+    return list(groups.values())
+
+
+def _text(label: Label) -> str:
+    return label.span.file.line(label.span.line).replace("\t", " ")
+
+
+def _source_line(label: Label, width: int) -> str:
+    return f"{str(label.span.line).rjust(width)} | {_text(label)}".rstrip()
+
+
+def _marker(label: Label, width: int) -> str:
     span = label.span
-    text = span.file.line(span.line).replace("\t", " ")
     start = max(span.col, 1)
     if span.end_line == span.line:
         end = max(span.end_col, start + 1)
     else:  # multi-line spans: mark to the end of the first line
-        end = max(len(text) + 1, start + 1)
+        end = max(len(_text(label)) + 1, start + 1)
     mark = ("^" if label.primary else "-") * (end - start)
-    lines = [f"{str(span.line).rjust(width)} | {text}".rstrip()]
-    lines.append(f"{' ' * width} | {' ' * (start - 1)}{mark} {label.message}".rstrip())
-    return lines
+    return f"{' ' * width} | {' ' * (start - 1)}{mark} {label.message}".rstrip()
 
 
 def render_all(diagnostics: list[Diagnostic]) -> str:

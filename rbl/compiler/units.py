@@ -134,7 +134,7 @@ def handoff(value: Value, unit: str | None) -> object:
         if unit == "s":
             return native_number(amount) if amount.denominator == 1 else float(amount)
         if amount.denominator != 1:
-            raise UnitError(f"{format_duration(v)} is not a whole number of {unit}")
+            raise UnitError(f"{format_fraction(amount)}{unit} is not a whole number of {unit}")
         return amount.numerator
     if t == "percent":
         if unit == "ratio":

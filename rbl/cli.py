@@ -1,0 +1,208 @@
+"""The `rbl` command line: check, plan, compile, explain, import.
+
+Data goes to stdout, diagnostics and progress to stderr. Domain errors (RblError) become exit
+codes in one place, RblGroup.invoke; see rbl/errors.py for the codes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+
+from . import __version__
+from .compiler.codes import CODES, explain as explain_code
+from .compiler.pipeline import CompileResult, compile_source
+from .compiler.plan import FORMATS, plan_header, write_plan, write_json_plan, write_scenarios
+from .compiler.expand import iter_scenario_lines
+from .compiler.render import render_all
+from .errors import EXIT_INTERNAL, RblError, SpecError, UsageError
+from .planview import plan_summary
+
+
+class RblGroup(typer.core.TyperGroup):
+    """Turns domain errors into messages and exit codes, once, for every command."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except RblError as error:
+            if not isinstance(error, SpecError):
+                click.echo(f"error: {error.message}", err=True)
+                if error.hint:
+                    click.echo(f"  = help: {error.hint}", err=True)
+            ctx.exit(error.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+        except Exception:  # a bug in rbl: say so plainly, keep the traceback for the report
+            click.echo("internal error: rbl failed unexpectedly; please report this with the "
+                       "traceback below", err=True)
+            click.echo(traceback.format_exc(), err=True)
+            ctx.exit(EXIT_INTERNAL)
+
+
+app = typer.Typer(
+    cls=RblGroup,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="rbl: controlled, repeatable benchmarks of resiliency patterns (Retry, Circuit Breaker) "
+         "across resilience libraries. Write a test space in spec.rbl, then check, plan, compile.",
+)
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"rbl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")):
+    pass
+
+
+def _read(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}", "check the path of the spec")
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not a spec file")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not UTF-8 text")
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}")
+
+
+def _compile(spec: Path, json_output: bool = False) -> CompileResult:
+    """Compile a spec, print its diagnostics to stderr; raise SpecError if it has errors."""
+    result = compile_source(_read(spec), str(spec) if str(spec) != "-" else "<stdin>")
+    if result.diagnostics and not json_output:
+        typer.echo(render_all(result.diagnostics), err=True)
+    if not result.ok:
+        raise SpecError("the spec has errors")
+    return result
+
+
+def _diagnostics_json(result: CompileResult) -> list[dict]:
+    out = []
+    for d in result.diagnostics:
+        p = d.primary
+        out.append({"code": d.code, "severity": d.severity, "message": d.message,
+                    "file": p.span.file.name if p else None, "line": p.span.line if p else None,
+                    "column": p.span.col if p else None, "help": d.help, "notes": list(d.notes)})
+    return out
+
+
+SpecArg = typer.Argument(..., help="The spec file (.rbl), or - for standard input.", show_default=False)
+
+
+@app.command()
+def check(spec: Path = SpecArg,
+          json_output: bool = typer.Option(False, "--json", help="Print diagnostics as JSON on stdout.")):
+    """Type-check a spec: exit 0 when it is valid, 1 with located diagnostics when not."""
+    if json_output:
+        result = compile_source(_read(spec), str(spec))
+        typer.echo(json.dumps({"ok": result.ok, "diagnostics": _diagnostics_json(result),
+                               "size": result.space.size if result.ok else None}, indent=2))
+        if not result.ok:
+            raise typer.Exit(1)
+        return
+    result = _compile(spec)
+    space = result.space
+    typer.echo(f"ok: {space.name}: {space.size} scenarios x {space.rounds} rounds = {space.runs} runs",
+               err=True)
+
+
+@app.command()
+def plan(spec: Path = SpecArg,
+         json_output: bool = typer.Option(False, "--json", help="Print the size and breakdown as JSON.")):
+    """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, and the runs."""
+    result = _compile(spec, json_output)
+    space = result.space
+    if json_output:
+        header = plan_header(space)
+        keys = ("name", "size", "rounds", "runs", "breakdown", "fault", "users", "clients")
+        typer.echo(json.dumps({k: header[k] for k in keys}, indent=2))
+        return
+    typer.echo(plan_summary(space))
+
+
+@app.command()
+def compile(spec: Path = SpecArg,
+            output: Path = typer.Option(..., "-o", "--output",
+                                        help="Directory to write plan.json into, or - to stream "
+                                             "the scenario list to stdout."),
+            fmt: str = typer.Option("json", "--format", "-f",
+                                    help="Scenario list format: json (inside plan.json), jsonl or csv."),
+            force: bool = typer.Option(False, "--force", help="Overwrite an existing plan in the directory.")):
+    """Compile a spec into its plan: the ordered scenario list of Algorithm 1."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format `{fmt}`", f"use one of {', '.join(FORMATS)}")
+    space = _compile(spec).space
+    if str(output) == "-":
+        if fmt == "json":
+            write_json_plan(plan_header(space), iter_scenario_lines(space), sys.stdout)
+        else:
+            write_scenarios(space, fmt, sys.stdout)
+        return
+    if output.exists() and not output.is_dir():
+        raise UsageError(f"{output} exists and is not a directory")
+    existing = [output / n for n in ("plan.json", "scenarios.jsonl", "scenarios.csv") if (output / n).exists()]
+    if existing and not force:
+        raise UsageError(f"{existing[0]} already exists", "pass --force to overwrite it, or choose another -o")
+    for path in existing:
+        path.unlink()
+    files = write_plan(space, output, fmt)
+    typer.echo(f"wrote {', '.join(str(f) for f in files)} ({space.size} scenarios)", err=True)
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., help="A diagnostic code, e.g. E0203.")):
+    """Print the long explanation of a diagnostic code."""
+    text = explain_code(code)
+    if text is None:
+        raise UsageError(f"unknown code `{code}`", f"codes are {', '.join(sorted(CODES))}")
+    typer.echo(text)
+
+
+@app.command("import")
+def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test space."),
+            output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the spec here instead of stdout."),
+            force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")):
+    """Convert a ResilienceBench JSON test space into an equivalent rbl spec."""
+    from .importer import ImportFailed, import_resiliencebench
+
+    if output is not None and output.exists() and not force:
+        raise UsageError(f"{output} already exists", "pass --force to overwrite it")
+    try:
+        text = import_resiliencebench(_read(file), str(file))
+    except ImportFailed as failure:
+        typer.echo(render_all([failure.diagnostic]), err=True)
+        raise SpecError("import failed")
+    generated = compile_source(text, str(output or f"{file.stem}.rbl"))
+    if not generated.ok:
+        typer.echo(render_all(generated.diagnostics), err=True)
+        typer.echo("the JSON converts to a spec that rbl rejects (above)", err=True)
+        raise SpecError("import failed")
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {output} ({generated.space.size} scenarios)", err=True)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,200 @@
+"""The registry of diagnostic codes and their long explanations (`rbl explain CODE`)."""
+
+from __future__ import annotations
+
+CODES: dict[str, tuple[str, str]] = {
+    # ---- E01xx: syntax ----
+    "E0101": ("unexpected token", """
+The parser met a token that cannot appear at this point. The message lists what it expected.
+Typical causes: a stray word, a missing `=` or `in`, a value where a name was expected.
+
+    users in [50 100]      // error: a comma is missing between 50 and 100
+    users in [50, 100]     // ok
+"""),
+    "E0102": ("unclosed bracket", """
+A `{`, `[` or `(` is never closed. The error points at the opening bracket; the secondary
+label shows where the parser noticed that the file (or the block) ended without it.
+
+    users in [50, 100      // error
+    users in [50, 100]     // ok
+"""),
+    "E0103": ("unexpected end of file", """
+The file ends in the middle of a statement or block. Check the last lines for an incomplete
+setting or a missing `}`.
+"""),
+    "E0104": ("unexpected character", """
+A character that is not part of the rbl language. Strings use double quotes ("..."),
+comments start with `//`.
+"""),
+    "E0105": ("missing value", """
+`=` and `in` must be followed by a value on the same line (lists and ranges may span lines
+inside their brackets).
+
+    rounds =               // error
+    rounds = 10            // ok
+"""),
+    "E0106": ("unmatched or mismatched bracket", """
+A closing bracket does not match the most recent opening bracket, or closes nothing.
+
+    users in [50, 100)     // error: `[` closed with `)`
+"""),
+    "E0107": ("malformed client header", """
+A client block names a library and one of its patterns, separated by a dot:
+
+    client resilience4j.retry { maxAttempts = 6 }
+    client polly.circuit_breaker as polly_cb { ... }   // `as` gives it a label
+"""),
+    "E0108": ("`:` used to bind a value", """
+Settings are bound with `=` (one value) or `in` (an axis of several values). The `name: type`
+form is only for parameter declarations inside `library` blocks.
+
+    rounds: 10             // error
+    rounds = 10            // ok
+"""),
+    "E0109": ("two statements on one line", """
+Newlines end statements. Put each setting on its own line.
+"""),
+    # ---- E02xx: types, units and names ----
+    "E0201": ("unknown unit", """
+Durations take one of the units ns, us, ms, s, m (minutes), h; percentages are written `40%`.
+`20ms` and `1.5s` are durations; `20` is a plain integer.
+"""),
+    "E0202": ("wrong type", """
+Every setting and parameter has a declared type: int, float, duration, percent, bool, string,
+or an enum of names. The value given has another type. Durations need a unit (`20ms`, not `20`);
+percentages need `%`; strings are quoted; enum values are bare names.
+
+    initialIntervalMillis in [20, 40]      // error: integers, not durations
+    initialIntervalMillis in [20ms, 40ms]  // ok
+"""),
+    "E0203": ("value out of range", """
+The value violates a bound of the parameter's type, e.g. `maxAttempts: int & >= 1`. The
+secondary label points at the bound's declaration in the library catalogue. For ranges, both
+ends are checked.
+"""),
+    "E0204": ("unknown library", """
+The client block names a library the catalogue does not have. `rbl` knows resilience4j, polly,
+cockatiel, tenacity and pybreaker; a spec may declare another with a `library` block:
+
+    library mylib {
+      platform = "go"
+      pattern retry { attempts: int & >= 1 = 3 }
+    }
+"""),
+    "E0205": ("unknown pattern", """
+The library does not implement this pattern. The help line lists those it does.
+"""),
+    "E0206": ("unknown parameter", """
+The pattern has no parameter of this name. Parameter names are the library's own
+(e.g. `maxAttempts` for resilience4j.retry, `retryCount` for polly.retry). If the name is an
+older spelling from the original JSON tool, the help line names the current one.
+"""),
+    "E0207": ("missing required parameter", """
+The pattern declares parameters without a default (e.g. Polly's `retryCount` and
+`sleepDuration`); a client block must set them.
+"""),
+    "E0208": ("duplicate key", """
+The same setting, parameter, label or declaration appears twice. Keep one. To try several
+values of one parameter, make it an axis: `x in [a, b]`.
+"""),
+    "E0209": ("unknown setting", """
+Space settings are: rounds, users, successes, max_requests, target, fault.kind, fault.status,
+fault.duration, fault.rate. Client parameters belong inside a `client` block.
+"""),
+    "E0210": ("setting cannot vary", """
+Only `users`, `fault.rate` and client parameters may be axes (`in`). Other settings take one
+value (`=`). Run separate specs to vary the others.
+"""),
+    "E0211": ("unknown enum value", """
+The parameter takes one of a fixed set of names; the help line lists them.
+"""),
+    "E0212": ("value cannot be handed to the client exactly", """
+Each duration parameter is handed to its client in a declared unit (e.g. `as ms` for
+Resilience4j's integer milliseconds). A value that is not a whole number of that unit would be
+silently rounded by the client, so it is rejected.
+"""),
+    "E0213": ("missing setting", """
+A required space setting is missing: `users` always, and `fault.duration` for delay faults.
+"""),
+    "E0215": ("several values bound with `=`", """
+`=` binds one value. Use `in` to declare an axis the space varies over:
+
+    users = [50, 100]      // error
+    users in [50, 100]     // ok
+"""),
+    "E0216": ("axis with a single value", """
+`in` declares an axis and takes a list `[a, b]` or a range `a..b step s`. For one value use `=`.
+"""),
+    "E0217": ("range of a non-numeric parameter", """
+Ranges `a..b step s` apply to ints, floats, durations and percentages. List other values.
+"""),
+    "E0218": ("inconsistent settings", """
+Two settings contradict each other (e.g. `max_requests` below `successes`), or a setting has a
+value its meaning rules out (e.g. a `target` that is not a path).
+"""),
+    "E0219": ("setting does not apply", """
+`fault.status` applies to abort faults, `fault.duration` to delay faults.
+"""),
+    "E0220": ("unknown type", """
+Parameter types are int, float, duration, percent, bool, string and enum(A, B, ...), optionally
+followed by bounds: `int & >= 1`, `duration & >= 0ms`.
+"""),
+    "E0221": ("bad handoff unit", """
+A duration parameter must say how it reaches the client: `as ms` (integer milliseconds),
+`as s` (float seconds), `as us` or `as ns`. A percent may be handed `as ratio` (0..1).
+"""),
+    "E0222": ("library declared twice", """
+Library names are unique, and the built-in catalogue's libraries cannot be redeclared.
+"""),
+    # ---- E03xx: expansion and assertions ----
+    "E0301": ("empty axis", """
+An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.
+"""),
+    "E0302": ("non-positive step", """
+A range step must be greater than zero: `0%..80% step 20%`.
+"""),
+    "E0303": ("range without a step", """
+A range of durations, percentages or floats needs an explicit step; only integer ranges default
+to step 1.
+"""),
+    "E0304": ("size assertion failed", """
+`assert size == N` is checked at compile time against Equation 1,
+Size(S) = |F| x |U| x sum_i |CONF_i|. The note shows the factor breakdown.
+"""),
+    "E0305": ("no clients", """
+A test space needs at least one `client <library>.<pattern> { ... }` block.
+"""),
+    "E0306": ("empty range", """
+The range's end is below its start. Write the smaller bound first.
+"""),
+    "E0307": ("unknown assertion subject", """
+Assertions are about the size of the space: `assert size == 210`, `assert size <= 1000`.
+"""),
+    "E0310": ("no space block", """
+A spec holds one `space { ... }` block with the settings, clients and assertions.
+"""),
+    "E0311": ("more than one space block", """
+A spec holds exactly one `space` block. Put other test spaces in their own files.
+"""),
+    # ---- warnings ----
+    "W0301": ("step does not land on the end", """
+`a..b step s` includes a, a+s, ... up to the last value not above b. When b is not reached
+exactly, the range stops short of it; the label shows the last value.
+"""),
+    "W0302": ("duplicate axis value", """
+The same value twice in one axis produces identical scenarios, run twice.
+"""),
+    "E0401": ("invalid ResilienceBench JSON", """
+`rbl import` reads the original tool's JSON test spaces (Listings 3-4 of the CCPE paper). The
+file is not valid JSON, or lacks a field the original tool requires, or uses a value rbl cannot
+translate. The message names the JSON path.
+"""),
+}
+
+
+def explain(code: str) -> str | None:
+    entry = CODES.get(code.upper())
+    if entry is None:
+        return None
+    title, body = entry
+    return f"{code.upper()}: {title}\n{body.rstrip()}\n"

@@ -1,0 +1,88 @@
+"""Expansion in Algorithm 1 order: for f in F, for u in U, for each client, for conf in CONF.
+
+Within a client, axes form a cross product in declaration order, the first declared varying
+slowest (as the original tool's expand_config_template). Everything streams: nothing holds the
+scenario list, so 10^6 scenarios expand in constant memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from typing import Iterator
+
+from .space import ClientSpec, Param, TestSpace
+from .units import handoff, native_number
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def native(param: Param, value) -> object:
+    return handoff(value, param.definition.handoff)
+
+
+def fault_record(space: TestSpace, rate) -> dict:
+    record = {"kind": space.fault.kind, "rate": native_number(rate.v)}
+    if space.fault.kind == "abort":
+        record["status"] = space.fault.status
+    else:
+        record["duration_ms"] = handoff(space.fault.duration, "ms")
+    return record
+
+
+def configurations(client: ClientSpec) -> Iterator[dict]:
+    """Each configuration of a client as a library-native dict, in expansion order."""
+    names = [p.name for p in client.params]
+    choices = [[native(p, v) for v in p.values] for p in client.params]
+    for combo in itertools.product(*choices):
+        yield dict(zip(names, combo))
+
+
+def _configuration_texts(client: ClientSpec) -> Iterator[str]:
+    """The same configurations as JSON object texts, built from per-value fragments (fast path)."""
+    fragments = [[f"{_dumps(p.name)}:{_dumps(native(p, v))}" for v in p.values] for p in client.params]
+    for combo in itertools.product(*fragments):
+        yield "{" + ",".join(combo) + "}"
+
+
+def scenario_id(body: str) -> str:
+    """Stable id: a digest of everything that defines the scenario (not its position)."""
+    return hashlib.blake2b(body.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def _client_prefix(client: ClientSpec) -> str:
+    return (f'"client":{_dumps(client.label)},"library":{_dumps(client.library.name)},'
+            f'"pattern":{_dumps(client.pattern.name)},"config":')
+
+
+def iter_scenario_lines(space: TestSpace) -> Iterator[str]:
+    """Scenario records as compact JSON texts, one per scenario, in Algorithm 1 order."""
+    tail = f',"successes":{space.successes},"max_requests":{space.max_requests}}}'
+    faults = [f'{{"fault":{_dumps(fault_record(space, rate))},' for rate in space.fault.rates]
+    prefixes = [_client_prefix(client) for client in space.clients]
+    index = 0
+    for fault in faults:
+        for users in space.users:
+            head = f'{fault}"users":{users.v},'
+            for client, prefix in zip(space.clients, prefixes):
+                for config in _configuration_texts(client):
+                    body = head + prefix + config + tail
+                    yield f'{{"id":"{scenario_id(body)}","index":{index},{body[1:]}'
+                    index += 1
+
+
+def iter_scenarios(space: TestSpace) -> Iterator[dict]:
+    """Scenario records as dicts (the runner's view); identical to iter_scenario_lines."""
+    index = 0
+    for rate in space.fault.rates:
+        fault = fault_record(space, rate)
+        for users in space.users:
+            for client in space.clients:
+                for config in configurations(client):
+                    body = {"fault": fault, "users": users.v, "client": client.label,
+                            "library": client.library.name, "pattern": client.pattern.name,
+                            "config": config, "successes": space.successes,
+                            "max_requests": space.max_requests}
+                    yield {"id": scenario_id(_dumps(body)), "index": index, **body}
+                    index += 1

@@ -1,0 +1,150 @@
+"""The plan: the compiler's output document (DESIGN 4), written as JSON, JSON Lines or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import IO, Iterator
+
+from .. import __version__
+from .axes import RangeAxis
+from .expand import fault_record, iter_scenario_lines, iter_scenarios, native
+from .space import TestSpace
+from .units import format_value, native_number
+
+PLAN_VERSION = 1
+FORMATS = ("json", "jsonl", "csv")
+INLINE_AXIS_LIMIT = 1000
+SCENARIO_COLUMNS = ("index", "id", "fault_kind", "fault_rate", "fault_status", "fault_duration_ms",
+                    "users", "client", "library", "pattern", "successes", "max_requests")
+
+
+def _axis(axis, to_native) -> object:
+    """Short axes as lists; long ranges as their description (never enumerated)."""
+    if isinstance(axis, RangeAxis) and len(axis) > INLINE_AXIS_LIMIT:
+        return {"from": to_native(axis[0]), "to": to_native(axis.last),
+                "step_count": len(axis), "text": f"{format_value(axis[0])}..{format_value(axis.last)}"}
+    return [to_native(v) for v in axis]
+
+
+def breakdown(space: TestSpace) -> dict:
+    return {
+        "faults": len(space.fault.rates),
+        "users": len(space.users),
+        "clients": [{"label": c.label, "configurations": c.configurations} for c in space.clients],
+        "text": space.breakdown(),
+    }
+
+
+def plan_header(space: TestSpace) -> dict:
+    """Everything in the plan except the scenario list."""
+    fault = fault_record(space, space.fault.rates[0])
+    del fault["rate"]
+    fault["rates"] = _axis(space.fault.rates, lambda v: native_number(v.v))
+    return {
+        "rbl_plan": PLAN_VERSION,
+        "rbl_version": __version__,
+        "name": space.name,
+        "source": {"path": space.source_name, "sha256": space.source_sha256},
+        "size": space.size,
+        "rounds": space.rounds,
+        "runs": space.runs,
+        "breakdown": breakdown(space),
+        "target": {"path": space.target},
+        "fault": fault,
+        "users": _axis(space.users, lambda v: v.v),
+        "successes": space.successes,
+        "max_requests": space.max_requests,
+        "clients": [_client(c) for c in space.clients],
+    }
+
+
+def _client(client) -> dict:
+    return {
+        "label": client.label,
+        "library": client.library.name,
+        "pattern": client.pattern.name,
+        "platform": client.library.platform,
+        "service": client.library.client,
+        "requires": client.library.requires,
+        "configurations": client.configurations,
+        "axes": [p.name for p in client.axes],
+        "parameters": {
+            p.name: ({"values": _axis(p.values, lambda v, p=p: native(p, v))} if p.is_axis
+                     else {"value": native(p, p.values[0]), **({} if p.explicit else {"default": True})})
+            for p in client.params
+        },
+    }
+
+
+def write_plan(space: TestSpace, out_dir: Path, fmt: str = "json") -> list[Path]:
+    """Write plan.json (and the scenario list beside it for jsonl/csv); returns the files."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    header = plan_header(space)
+    plan_path = out_dir / "plan.json"
+    if fmt == "json":
+        with plan_path.open("w", encoding="utf-8") as out:
+            write_json_plan(header, iter_scenario_lines(space), out)
+        return [plan_path]
+    name = "scenarios.jsonl" if fmt == "jsonl" else "scenarios.csv"
+    header["scenarios_file"] = name
+    with (out_dir / name).open("w", encoding="utf-8", newline="") as out:
+        write_scenarios(space, fmt, out)
+    plan_path.write_text(json.dumps(header, indent=2) + "\n", encoding="utf-8")
+    return [plan_path, out_dir / name]
+
+
+def write_json_plan(header: dict, lines: Iterator[str], out: IO[str]) -> None:
+    """The header with a "scenarios" array, streamed one scenario per line."""
+    text = json.dumps(header, indent=2)
+    out.write(text[:-2] + ',\n  "scenarios": [')
+    first = True
+    for line in lines:
+        out.write(("\n    " if first else ",\n    ") + line)
+        first = False
+    out.write("\n  ]\n}\n")
+
+
+def write_scenarios(space: TestSpace, fmt: str, out: IO[str]) -> int:
+    """Stream the scenario list as JSON Lines or CSV; returns how many were written."""
+    count = 0
+    if fmt == "jsonl":
+        buffer: list[str] = []
+        for line in iter_scenario_lines(space):
+            buffer.append(line)
+            if len(buffer) >= 4096:
+                out.write("\n".join(buffer) + "\n")
+                count += len(buffer)
+                buffer.clear()
+        if buffer:
+            out.write("\n".join(buffer) + "\n")
+            count += len(buffer)
+        return count
+    params = list(dict.fromkeys(p.name for c in space.clients for p in c.params))
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*SCENARIO_COLUMNS, *params])
+    for s in iter_scenarios(space):
+        fault = s["fault"]
+        row = [s["index"], s["id"], fault["kind"], fault["rate"], fault.get("status", ""),
+               fault.get("duration_ms", ""), s["users"], s["client"], s["library"], s["pattern"],
+               s["successes"], s["max_requests"]]
+        row += [_csv_value(s["config"].get(name, "")) for name in params]
+        writer.writerow(row)
+        count += 1
+    return count
+
+
+def _csv_value(value) -> object:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return value
+
+
+def scenarios_text(space: TestSpace, fmt: str) -> str:
+    out = io.StringIO()
+    write_scenarios(space, fmt, out)
+    return out.getvalue()
