@@ -79,9 +79,9 @@ def describe_terminal(name: str) -> str:
 
 def describe_token(token: Token) -> str:
     if token.type == "$END":
-        return "the end of the file"
+        return "end of file"
     if token.type == "_NL":
-        return "the end of the line"
+        return "end of line"
     return f"`{token.value}`"
 
 
@@ -156,8 +156,8 @@ def _report(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics
     if isinstance(error, UnexpectedToken):
         token = error.token
         span = _token_span(source, token)
-        mistake = _match_mistake(error)
-        expected = _expected_list(error.expected)
+        mistake = None if _is_range_word(token) else _match_mistake(error)
+        expected = _expected_list(error.accepts or error.expected)
         if mistake is not None:
             code, message, hint = mistake
             diagnostics.error(code, message, span, f"expected {expected}", help=hint)
@@ -191,8 +191,12 @@ def _match_mistake(error: UnexpectedToken):
     return _mistake_states().get((error.state.position, error.token.type))
 
 
+def _is_range_word(token: Token) -> bool:
+    return token.type == "NAME" and token.value in ("with", "to", "by", "through", "until")
+
+
 def _hint_for(token: Token) -> str | None:
-    if token.type == "NAME" and token.value in ("with", "to", "by"):
+    if _is_range_word(token):
         return "ranges are written `a..b step s`"
     if token.value == "'" or token.value.startswith("'"):
         return "strings use double quotes"

@@ -69,7 +69,7 @@ def _range_axis(node: ast.RangeValue, ptype: ParamType, diags: Diagnostics, what
         return None
     if step is None:
         if ptype.base != "int":
-            diags.error("E0303", f"a range of {describe_type(ptype.base)}s needs a step", node.span,
+            diags.error("E0303", f"a range of {ptype.base}s needs a step", node.span,
                         "no step", help=f"add one, e.g. `{node.start.text if isinstance(node.start, ast.Literal) else 'a'}"
                         f"..{node.end.text if isinstance(node.end, ast.Literal) else 'b'} step ...`")
             return None
