@@ -1,0 +1,41 @@
+"""Shared fixtures: text snapshots (one readable file per case) and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+from typer.testing import CliRunner
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+SHARED = REPO.parent / "shared"
+REFERENCE_JSON = SHARED / "reference" / "resiliencebench-json"
+
+
+class TextSnapshot(SingleFileSnapshotExtension):
+    _write_mode = WriteMode.TEXT
+    file_extension = "txt"
+
+
+@pytest.fixture
+def text_snapshot(snapshot):
+    return snapshot.use_extension(TextSnapshot)
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """Invoke the rbl CLI in-process with a fixed terminal, returning (exit code, stdout, stderr)."""
+    from rbl.cli import app
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):
+        result = runner.invoke(app, [str(a) for a in args], input=input, catch_exceptions=False)
+        return result.exit_code, result.stdout, result.stderr
+
+    return invoke

@@ -1,0 +1,61 @@
+"""The examples: sizes from the papers, and snapshots of their plans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rbl.compiler.pipeline import compile_file
+
+from .conftest import EXAMPLES
+
+PAPER_SIZES = {"ccpe-listing3.rbl": 90, "ccpe-listing4.rbl": 210, "sbrc2022-retry.rbl": 54}
+ALL = sorted(p.name for p in EXAMPLES.glob("*.rbl"))
+
+
+@pytest.mark.parametrize("name,size", sorted(PAPER_SIZES.items()))
+def test_plan_prints_the_paper_size_with_breakdown(name, size, cli, monkeypatch):
+    monkeypatch.chdir(EXAMPLES)
+    code, out, err = cli("plan", name)
+    assert code == 0, err
+    assert f"= {size} scenarios" in out
+    assert "|F| = 5" in out or "|F| = 3" in out
+    space = compile_file(EXAMPLES / name).space
+    for client in space.clients:
+        assert client.label in out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_example_checks_clean_and_asserts_its_size(name):
+    result = compile_file(EXAMPLES / name)
+    assert result.ok, result.diagnostics
+    assert result.diagnostics == []
+    assert [a.op for a in result.space.assertions] == ["=="]
+    assert result.space.assertions[0].expected == result.space.size
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_plan_snapshot(name, cli, monkeypatch, tmp_path, text_snapshot):
+    monkeypatch.chdir(EXAMPLES)
+    code, _, err = cli("compile", name, "-o", tmp_path)
+    assert code == 0, err
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert len(plan["scenarios"]) == plan["size"]
+    assert [s["index"] for s in plan["scenarios"]] == list(range(plan["size"]))
+    plan["rbl_version"] = "<version>"
+    assert json.dumps(plan, indent=1) + "\n" == text_snapshot
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_plan_summary_snapshot(name, cli, monkeypatch, text_snapshot):
+    monkeypatch.chdir(EXAMPLES)
+    code, out, _ = cli("plan", name)
+    assert code == 0
+    assert out == text_snapshot
+
+
+def test_quickstart_uses_only_python_libraries():
+    space = compile_file(EXAMPLES / "quickstart.rbl").space
+    assert {c.library.requires for c in space.clients} == {"python"}
+    assert space.size <= 40
