@@ -12,7 +12,6 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 
 from . import __version__
@@ -25,27 +24,38 @@ from .errors import EXIT_INTERNAL, RblError, SpecError, UsageError
 from .planview import plan_summary
 
 
+def _framework_exceptions() -> tuple[type, ...]:
+    """Exceptions the CLI framework uses for control flow (exit, usage errors): never caught here.
+    Found through typer's public classes, since typer may vendor its own click."""
+    classes = {typer.Exit, typer.Abort}
+    classes.update(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return tuple(classes)
+
+
+_FRAMEWORK_EXCEPTIONS = _framework_exceptions()
+
+
 class RblGroup(typer.core.TyperGroup):
     """Turns domain errors into messages and exit codes, once, for every command."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except _FRAMEWORK_EXCEPTIONS:
             raise
         except RblError as error:
             if not isinstance(error, SpecError):
-                click.echo(f"error: {error.message}", err=True)
+                typer.echo(f"error: {error.message}", err=True)
                 if error.hint:
-                    click.echo(f"  = help: {error.hint}", err=True)
+                    typer.echo(f"  = help: {error.hint}", err=True)
             ctx.exit(error.exit_code)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            typer.echo("interrupted", err=True)
             ctx.exit(130)
         except Exception:  # a bug in rbl: say so plainly, keep the traceback for the report
-            click.echo("internal error: rbl failed unexpectedly; please report this with the "
+            typer.echo("internal error: rbl failed unexpectedly; please report this with the "
                        "traceback below", err=True)
-            click.echo(traceback.format_exc(), err=True)
+            typer.echo(traceback.format_exc(), err=True)
             ctx.exit(EXIT_INTERNAL)
 
 

@@ -1,0 +1,161 @@
+"""The CLI: exit codes, stdout vs stderr, overwrite protection, formats, the plan schema."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from rbl.compiler.codes import CODES
+
+from .conftest import EXAMPLES, REPO
+
+QUICKSTART = EXAMPLES / "quickstart.rbl"
+
+
+def schema():
+    return json.loads(resources.files("rbl").joinpath("schemas/plan-v1.schema.json").read_text())
+
+
+def test_check_ok(cli):
+    code, out, err = cli("check", QUICKSTART)
+    assert code == 0 and out == ""
+    assert "ok: quickstart: 20 scenarios" in err
+
+
+def test_check_json_reports_diagnostics(cli):
+    code, out, _ = cli("check", "--json", REPO / "tests/errors/type-out-of-range.rbl")
+    assert code == 1
+    report = json.loads(out)
+    assert report["ok"] is False
+    assert report["diagnostics"][0]["code"] == "E0203"
+    assert report["diagnostics"][0]["line"] == 4
+
+
+def test_missing_file_is_a_usage_error(cli, tmp_path):
+    code, out, err = cli("check", tmp_path / "nope.rbl")
+    assert code == 2 and out == "" and "no such file" in err
+
+
+def test_unknown_subcommand_is_a_usage_error(cli):
+    code, _, _ = cli("frobnicate")
+    assert code == 2
+
+
+def test_plan_json(cli):
+    code, out, _ = cli("plan", "--json", EXAMPLES / "ccpe-listing4.rbl")
+    assert code == 0
+    data = json.loads(out)
+    assert data["size"] == 210 and data["runs"] == 2100
+    assert data["breakdown"]["faults"] == 5 and data["breakdown"]["users"] == 3
+    assert [c["configurations"] for c in data["breakdown"]["clients"]] == [1, 3, 3, 1, 3, 3]
+
+
+def test_plan_of_a_huge_space_is_instant(cli, tmp_path):
+    spec = tmp_path / "huge.rbl"
+    spec.write_text("space huge {\n users in 1..1000000\n fault.rate in 0%..100% step 0.01%\n"
+                    " client tenacity.retry { stop_after_attempt in 1..1000000 }\n}\n")
+    code, out, _ = cli("plan", spec)
+    assert code == 0
+    assert "Size(S) = 10001 x 1000000 x 1000000 = 10001000000000000 scenarios" in out
+
+
+def test_compile_writes_a_plan_that_matches_the_schema(cli, tmp_path):
+    code, _, err = cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path)
+    assert code == 0, err
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    jsonschema.validate(plan, schema())
+    assert plan["size"] == 210 and len(plan["scenarios"]) == 210
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_compile_formats(cli, tmp_path, fmt):
+    code, _, err = cli("compile", EXAMPLES / "ccpe-listing3.rbl", "-o", tmp_path, "--format", fmt)
+    assert code == 0, err
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    jsonschema.validate(plan, schema())
+    listing = (tmp_path / plan["scenarios_file"]).read_text()
+    if fmt == "jsonl":
+        rows = [json.loads(line) for line in listing.splitlines()]
+        for row in rows:
+            jsonschema.validate(row, schema()["$defs"]["scenario"])
+    else:
+        rows = list(csv.DictReader(io.StringIO(listing)))
+        assert rows[0]["initialIntervalMillis"] == "20" and rows[0]["durationOfBreaking"] == ""
+    assert len(rows) == 90
+
+
+def test_compile_refuses_to_overwrite(cli, tmp_path):
+    assert cli("compile", QUICKSTART, "-o", tmp_path)[0] == 0
+    before = (tmp_path / "plan.json").read_text()
+    code, _, err = cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path)
+    assert code == 2 and "already exists" in err and "--force" in err
+    assert (tmp_path / "plan.json").read_text() == before
+    assert cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path, "--force")[0] == 0
+    assert json.loads((tmp_path / "plan.json").read_text())["size"] == 210
+
+
+def test_compile_rejects_unknown_format(cli, tmp_path):
+    code, _, err = cli("compile", QUICKSTART, "-o", tmp_path, "--format", "xml")
+    assert code == 2 and "unknown format" in err
+
+
+def test_compile_to_stdout_streams_jsonl(cli):
+    code, out, _ = cli("compile", QUICKSTART, "-o", "-", "--format", "jsonl")
+    assert code == 0
+    assert len(out.splitlines()) == 20
+
+
+def test_compile_with_errors_writes_nothing(cli, tmp_path):
+    code, _, _ = cli("compile", REPO / "tests/errors/type-out-of-range.rbl", "-o", tmp_path / "out")
+    assert code == 1 and not (tmp_path / "out").exists()
+
+
+def test_explain(cli):
+    code, out, _ = cli("explain", "e0203")
+    assert code == 0 and out.startswith("E0203: value out of range")
+    code, _, err = cli("explain", "E9999")
+    assert code == 2 and "unknown code" in err
+
+
+def test_every_code_in_the_source_is_registered():
+    used = set()
+    for path in (REPO / "rbl").rglob("*.py"):
+        used |= set(re.findall(r'"([EW]\d{4})"', path.read_text()))
+    assert used, "found no codes"
+    assert used <= set(CODES), used - set(CODES)
+
+
+def test_spec_from_stdin(cli):
+    code, _, err = cli("check", "-", input=QUICKSTART.read_text())
+    assert code == 0, err
+
+
+def test_version(cli):
+    code, out, _ = cli("--version")
+    assert code == 0 and out.startswith("rbl ")
+
+
+def test_warnings_do_not_fail_check(cli, tmp_path):
+    spec = tmp_path / "w.rbl"
+    spec.write_text("space w {\n users in [1, 1]\n fault.rate in 0%..90% step 20%\n client tenacity.baseline {}\n}\n")
+    code, _, err = cli("check", spec)
+    assert code == 0
+    assert "warning[W0301]" in err and "warning[W0302]" in err
+
+
+def test_user_declared_library(cli, tmp_path):
+    spec = tmp_path / "lib.rbl"
+    spec.write_text('library gofail {\n platform = "go"\n pattern retry {\n  attempts: int & >= 1 = 3\n'
+                    '  backoff: duration & >= 0ms = 10ms as ms\n }\n}\n'
+                    'space s {\n users in [1]\n client gofail.retry { attempts in [2, 3] }\n assert size == 2\n}\n')
+    code, out, err = cli("compile", spec, "-o", "-", "--format", "jsonl")
+    assert code == 0, err
+    first = json.loads(out.splitlines()[0])
+    assert first["library"] == "gofail" and first["config"] == {"attempts": 2, "backoff": 10}

@@ -1,0 +1,130 @@
+"""`rbl import` of the original tool's JSON: the same scenario list as the original expansion."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from rbl.compiler.pipeline import compile_source
+from rbl.importer import expected_size
+from rbl.libraries.catalogue import builtin_libraries
+
+from .conftest import REFERENCE_JSON
+
+FILES = sorted(p.name for p in REFERENCE_JSON.glob("*.json"))
+
+
+def original_expansion(conf: dict) -> list[dict]:
+    """The original scheduler's build_scenarios + expand_config_template, restated here as an
+    independent oracle: nested loops f, u, client, recursive dict-copying config expansion,
+    rounds innermost. Returns the round-1 scenarios (rbl keeps rounds out of the list)."""
+
+    def generate(template, keys):
+        out = []
+        key, values = keys[0]
+        for value in values:
+            config = template.copy()
+            config[key] = value
+            out += generate(config, keys[1:]) if keys[1:] else [config]
+        return out
+
+    def expand(template):
+        keys = [(k, v) for k, v in template.items() if isinstance(v, list)]
+        return generate(template, keys) if keys else [template]
+
+    scenarios = []
+    for f in conf["fault"]["percentage"]:
+        for u in conf["users"]:
+            for spec in conf["clientSpecs"]:
+                for config in expand(spec["patternConfig"]):
+                    for round_ in range(1, conf["rounds"] + 1):
+                        scenarios.append({"f": f, "u": u, "lib": spec["lib"], "strategy": spec["strategy"],
+                                          "config": config, "round": round_})
+    assert len(scenarios) == expected_size(conf) * conf["rounds"]
+    return [s for s in scenarios if s["round"] == 1]
+
+
+def rbl_view(line: dict) -> dict:
+    """An rbl scenario in the original's vocabulary (native names back to the JSON's spellings)."""
+    pattern = builtin_libraries()[line["library"]].patterns[line["pattern"]]
+    return {"f": line["fault"]["rate"], "u": line["users"], "lib": line["library"],
+            "strategy": line["pattern"], "config": line["config"], "pattern": pattern}
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_import_then_compile_matches_the_original_expansion(name, cli, tmp_path):
+    code, spec, err = cli("import", REFERENCE_JSON / name)
+    assert code == 0, err
+    spec_path = tmp_path / "imported.rbl"
+    spec_path.write_text(spec)
+    code, out, err = cli("compile", spec_path, "-o", "-", "--format", "jsonl")
+    assert code == 0, err
+    ours = [rbl_view(json.loads(line)) for line in out.splitlines()]
+    conf = json.loads((REFERENCE_JSON / name).read_text())
+    theirs = original_expansion(copy.deepcopy(conf))
+    assert len(ours) == len(theirs) == expected_size(conf)
+    for mine, original in zip(ours, theirs):
+        assert (mine["f"], mine["u"], mine["lib"]) == (original["f"], original["u"], original["lib"])
+        assert mine["strategy"] == original["strategy"]
+        aliases = mine["pattern"].by_alias()
+        for key, value in original["config"].items():
+            assert mine["config"][aliases.get(key, key)] == value, (key, mine, original)
+        # every other key rbl sends is the catalogue default, stated explicitly
+        explicit = {aliases.get(k, k) for k in original["config"]}
+        for key, value in mine["config"].items():
+            if key not in explicit:
+                default = mine["pattern"].params[key].default
+                assert default is not None
+
+
+def test_import_of_the_papers_listing4_shape(cli, tmp_path):
+    listing4 = {
+        "rounds": 10, "users": [50, 100, 150], "succRequests": 10, "maxRequests": 500,
+        "targetUrl": "http://server:9211/bytes/1000",
+        "fault": {"type": "abort", "percentage": [0, 20, 40, 60, 80], "status": 503},
+        "clientSpecs": [
+            {"platform": ".NET", "strategy": "Baseline", "lib": "", "url": "http://polly/baseline", "patternConfig": {}},
+            {"platform": ".NET", "strategy": "Retry", "lib": "Polly", "url": "http://polly/retry",
+             "patternConfig": {"retryCount": 5, "sleepDurationType": "EXPONENTIAL_BACKOFF",
+                               "exponentialBackoffPow": 1.5, "sleepDuration": [20, 40, 60]}},
+            {"platform": "Java", "strategy": "Circuit Breaker", "lib": "Resilience4j", "url": "http://r/cb",
+             "patternConfig": {"slidingWindowSize": 2, "waitDurationInOpenState": [20, 40, 60]}},
+        ],
+    }
+    path = tmp_path / "listing4.json"
+    path.write_text(json.dumps(listing4))
+    code, spec, err = cli("import", path)
+    assert code == 0, err
+    result = compile_source(spec, "imported.rbl")
+    assert result.ok and result.space.size == 3 * 5 * (1 + 3 + 3)
+    assert "client polly.baseline {}" in spec and "client resilience4j.circuit_breaker {" in spec
+
+
+def test_import_rejects_unknown_parameters_with_location(cli, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"rounds": 1, "users": [1], "succRequests": 1, "maxRequests": 2,\n'
+                    ' "targetUrl": "http://x/get", "fault": {"type": "abort", "percentage": [0], "status": 503},\n'
+                    ' "clientSpecs": [{"lib": "polly", "strategy": "retry", "patternConfig": {"retries": 3}}]}')
+    code, out, err = cli("import", path)
+    assert code == 1 and out == ""
+    assert "error[E0401]" in err and "bad.json:3:" in err and "retries" in err
+
+
+def test_import_reports_invalid_json_located(cli, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text('{"rounds": 1,\n "users": [1,,2]}')
+    code, _, err = cli("import", path)
+    assert code == 1
+    assert "broken.json:2:" in err and "invalid JSON" in err
+
+
+def test_import_does_not_overwrite(cli, tmp_path):
+    target = tmp_path / "out.rbl"
+    target.write_text("keep me")
+    code, _, err = cli("import", REFERENCE_JSON / FILES[0], "-o", target)
+    assert code == 2 and "already exists" in err
+    assert target.read_text() == "keep me"
+    code, _, _ = cli("import", REFERENCE_JSON / FILES[0], "-o", target, "--force")
+    assert code == 0 and target.read_text().startswith("// Imported")
