@@ -159,3 +159,9 @@ def test_user_declared_library(cli, tmp_path):
     assert code == 0, err
     first = json.loads(out.splitlines()[0])
     assert first["library"] == "gofail" and first["config"] == {"attempts": 2, "backoff": 10}
+
+
+def test_readme_commands_are_real():
+    readme = (REPO / "README.md").read_text()
+    assert "python3 -m pytest -q" in readme.split("<!-- test-command -->")[1].split("<!-- /test-command -->")[0]
+    assert "rbl plan examples/quickstart.rbl" in readme

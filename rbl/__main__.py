@@ -1,0 +1,5 @@
+"""`python -m rbl` runs the CLI."""
+
+from .cli import main
+
+main()
