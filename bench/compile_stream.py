@@ -13,7 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from rbl.compiler.pipeline import compile_source
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo, for tests.original_tool
+
+from rbl.compiler.pipeline import compile_source  # noqa: E402
+from tests.original_tool import build_scenarios  # noqa: E402
 from rbl.compiler.plan import write_scenarios
 
 TARGET_RATE = 200_000
@@ -42,31 +45,9 @@ class CountingSink:
 
 
 def naive_expansion(conf: dict, sink: CountingSink) -> int:
-    """The original tool's algorithm: recursive dict copies, every scenario built as a dict,
-    held in a list, then serialised."""
-
-    def generate(template, keys):
-        out = []
-        key, values = keys[0]
-        for value in values:
-            config = template.copy()
-            config[key] = value
-            out += generate(config, keys[1:]) if keys[1:] else [config]
-        return out
-
-    def expand(template):
-        keys = [(k, v) for k, v in template.items() if isinstance(v, list)]
-        return generate(template, keys) if keys else [template]
-
-    scenarios = []
-    for f in conf["fault"]["percentage"]:
-        for u in conf["users"]:
-            for spec_ in conf["clientSpecs"]:
-                for config in expand(spec_["patternConfig"]):
-                    scenarios.append({"patternConfig": config, "users": u, "faultPercentage": f,
-                                      "lib": spec_["lib"], "strategy": spec_["strategy"],
-                                      "maxRequests": conf["maxRequests"],
-                                      "successfulRequests": conf["succRequests"]})
+    """The original tool's way: every scenario built as a dict by recursive copying, held in a
+    list, then serialised (one round, to compare like with like)."""
+    scenarios = build_scenarios({**conf, "rounds": 1})
     for scenario in scenarios:
         sink.write(json.dumps(scenario) + "\n")
     return len(scenarios)

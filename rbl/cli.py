@@ -150,8 +150,8 @@ def plan(spec: Path = SpecArg,
     typer.echo(plan_summary(space))
 
 
-@app.command()
-def compile(spec: Path = SpecArg,
+@app.command("compile")
+def compile_(spec: Path = SpecArg,
             output: Path = typer.Option(..., "-o", "--output",
                                         help="Directory to write plan.json into, or - to stream "
                                              "the scenario list to stdout."),

@@ -12,38 +12,17 @@ from rbl.importer import expected_size
 from rbl.libraries.catalogue import builtin_libraries
 
 from .conftest import REFERENCE_JSON
+from .original_tool import build_scenarios
 
 FILES = sorted(p.name for p in REFERENCE_JSON.glob("*.json"))
 
 
 def original_expansion(conf: dict) -> list[dict]:
-    """The original scheduler's build_scenarios + expand_config_template, restated here as an
-    independent oracle: nested loops f, u, client, recursive dict-copying config expansion,
-    rounds innermost. Returns the round-1 scenarios (rbl keeps rounds out of the list)."""
-
-    def generate(template, keys):
-        out = []
-        key, values = keys[0]
-        for value in values:
-            config = template.copy()
-            config[key] = value
-            out += generate(config, keys[1:]) if keys[1:] else [config]
-        return out
-
-    def expand(template):
-        keys = [(k, v) for k, v in template.items() if isinstance(v, list)]
-        return generate(template, keys) if keys else [template]
-
-    scenarios = []
-    for f in conf["fault"]["percentage"]:
-        for u in conf["users"]:
-            for spec in conf["clientSpecs"]:
-                for config in expand(spec["patternConfig"]):
-                    for round_ in range(1, conf["rounds"] + 1):
-                        scenarios.append({"f": f, "u": u, "lib": spec["lib"], "strategy": spec["strategy"],
-                                          "config": config, "round": round_})
+    """The round-1 scenarios of the original tool (rbl keeps rounds out of the list)."""
+    scenarios = build_scenarios(conf)
     assert len(scenarios) == expected_size(conf) * conf["rounds"]
-    return [s for s in scenarios if s["round"] == 1]
+    return [{"f": s["faultPercentage"], "u": s["users"], "lib": s["lib"], "strategy": s["strategy"],
+             "config": s["patternConfig"]} for s in scenarios if s["round"] == 1]
 
 
 def rbl_view(line: dict) -> dict:

@@ -8,7 +8,7 @@ from ..space import ClientSpec, Param
 from ..types import suggest
 from ..units import UnitError, handoff
 from .context import CheckContext
-from .values import evaluate_axis, evaluate_single
+from .values import evaluate_axis, evaluate_single, report_set_twice
 
 
 def check_clients(ctx: CheckContext) -> None:
@@ -79,9 +79,7 @@ def _params(ctx: CheckContext, block: ast.Client, library, pattern) -> tuple[Par
             continue
         if name in seen:
             ok = False
-            ctx.diags.error("E0208", f"`{name}` is set twice", item.key.span, "set again here",
-                            secondary=((seen[name].key.span, "first set here"),),
-                            help="keep one; to try several values use one axis: `in [a, b]`")
+            report_set_twice(ctx.diags, item, seen[name])
             continue
         seen[name] = item
         what = f"`{name}`"

@@ -10,7 +10,7 @@ from ..axes import single
 from ..types import Bound, ParamType, suggest
 from ..units import Value
 from .context import CheckContext
-from .values import evaluate_axis, evaluate_single
+from .values import evaluate_axis, evaluate_single, report_set_twice
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,7 @@ def check_settings(ctx: CheckContext) -> None:
             _unknown(ctx, item)
             continue
         if key in seen:
-            ctx.diags.error("E0208", f"`{key}` is set twice", item.key.span, "set again here",
-                            secondary=((seen[key].key.span, "first set here"),),
-                            help="keep one; to try several values use one axis: `in [a, b]`")
+            report_set_twice(ctx.diags, item, seen[key])
             continue
         seen[key] = item
         what = f"`{key}`"
@@ -105,6 +103,11 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
     if kind is not None and kind.v == "delay" and "fault.duration" not in seen:
         ctx.diags.error("E0213", "a delay fault needs a duration", seen["fault.kind"].span,
                         "no `fault.duration`", help="add e.g. `fault.duration = 1000ms`")
+    duration = ctx.settings.get("fault.duration")
+    if duration is not None and duration.v % 1_000_000 != 0:
+        ctx.diags.error("E0212", "`fault.duration` must be a whole number of milliseconds",
+                        seen["fault.duration"].value.span, "the proxy takes integer ms",
+                        help="Envoy's fault.http.delay.fixed_duration_ms is an integer")
     if kind is not None and kind.v == "abort" and "fault.duration" in seen:
         ctx.diags.error("E0219", "`fault.duration` only applies to delay faults", seen["fault.duration"].span,
                         "abort faults reply at once", help="remove it, or set `fault.kind = delay`")
@@ -113,7 +116,8 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
                         "delay faults keep the real status", help="remove it, or set `fault.kind = abort`")
     successes, max_requests = ctx.settings.get("successes"), ctx.settings.get("max_requests")
     if successes is not None and max_requests is not None and successes.v > max_requests.v:
-        span = (seen.get("max_requests") or seen.get("successes")).span if (seen.get("max_requests") or seen.get("successes")) else space_head
+        culprit = seen.get("max_requests") or seen.get("successes")
+        span = culprit.span if culprit else space_head
         ctx.diags.error("E0218", f"`max_requests` ({max_requests.v}) is below `successes` ({successes.v})",
                         span, "no virtual user could finish",
                         help="a virtual user stops after max_requests requests; make it at least successes")

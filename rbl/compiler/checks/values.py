@@ -11,6 +11,13 @@ from ..types import NUMERIC, ParamType, check_value_bounds, coerce, describe_typ
 from ..units import Value, format_value
 
 
+def report_set_twice(diags: Diagnostics, item: ast.Bind | ast.Axis, first: ast.Bind | ast.Axis) -> None:
+    name = item.key.dotted
+    diags.error("E0208", f"`{name}` is set twice", item.key.span, "set again here",
+                secondary=((first.key.span, "first set here"),),
+                help="keep one; to try several values use one axis: `in [a, b]`")
+
+
 def evaluate_single(node: ast.Bind, ptype: ParamType, diags: Diagnostics, what: str) -> Value | None:
     value = node.value
     if isinstance(value, (ast.ListValue, ast.RangeValue)):
