@@ -239,8 +239,7 @@ def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Di
                     help=f"add the matching `{OPENERS[opener.value]}`")
                 return True
     if stack:
-        opener = stack[0] if isinstance(error, UnexpectedToken) and error.token.type == "$END" else stack[-1]
-        opener = _innermost_unclosed(stack, error) or opener
+        opener = _innermost_unclosed(stack, error)
         diagnostics.error("E0102", f"unclosed `{opener.value}`", Span.of_token(source, opener),
                           "this bracket is never closed",
                           secondary=((_error_span(source, error), "parsing stopped here"),),
@@ -249,7 +248,7 @@ def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Di
     return False
 
 
-def _innermost_unclosed(stack: list[Token], error: UnexpectedInput) -> Token | None:
+def _innermost_unclosed(stack: list[Token], error: UnexpectedInput) -> Token:
     """The innermost unclosed bracket that opened before the point where parsing failed."""
     line = getattr(error, "line", None)
     column = getattr(error, "column", None)
