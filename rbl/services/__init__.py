@@ -1,0 +1,1 @@
+"""Services rbl ships: the fault proxy and the Python client service."""
