@@ -141,8 +141,12 @@ class _Converter:
         else:
             if "duration" not in fault:
                 raise self.where.fail("a delay fault needs `duration` (milliseconds)", "fault")
-            body.append(f"fault.duration = {_number(fault['duration'])}ms")
+            body.append(f"fault.duration = {self._int(fault['duration'], 'duration')}ms")
         rates = self._list(fault.get("percentage", [0]), "percentage")
+        for rate in rates:
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+                raise self.where.fail(f"`percentage` values must be numbers, found {json.dumps(rate)}",
+                                      "percentage")
         body.append(f"fault.rate {_axis([f'{_number(r)}%' for r in rates])}")
         return rates
 
@@ -157,6 +161,9 @@ class _Converter:
                                   f"{library.name} implements {', '.join(library.patterns)}")
         pattern = library.patterns[pattern_name]
         config = spec.get("patternConfig", spec.get("configTemplate", {})) or {}
+        if not isinstance(config, dict):
+            raise self.where.fail(f"`{path}.patternConfig` must be an object of parameters",
+                                  "patternConfig")
         header = f"client {library.name}.{pattern_name} {{"
         comment = f"  // original url: {spec['url']}" if spec.get("url") else ""
         if not config:

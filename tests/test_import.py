@@ -107,3 +107,18 @@ def test_import_does_not_overwrite(cli, tmp_path):
     assert target.read_text() == "keep me"
     code, _, _ = cli("import", REFERENCE_JSON / FILES[0], "-o", target, "--force")
     assert code == 0 and target.read_text().startswith("// Imported")
+
+
+@pytest.mark.parametrize("fault,config,expected", [
+    ('{"type": "abort", "percentage": ["a"], "status": 503}', "{}", "`percentage` values must be numbers"),
+    ('{"type": "abort", "percentage": [0], "status": 503}', "[1]", "must be an object of parameters"),
+    ('{"type": "delay", "percentage": [0], "duration": "long"}', "{}", "`duration` must be a whole number"),
+])
+def test_import_rejects_malformed_values_without_traceback(cli, tmp_path, fault, config, expected):
+    path = tmp_path / "odd.json"
+    path.write_text('{"rounds": 1, "users": [1], "succRequests": 1, "maxRequests": 2,\n'
+                    f' "targetUrl": "http://x/get", "fault": {fault},\n'
+                    f' "clientSpecs": [{{"lib": "polly", "strategy": "baseline", "patternConfig": {config}}}]}}')
+    code, out, err = cli("import", path)
+    assert code == 1 and out == ""
+    assert "error[E0401]" in err and expected in err and "Traceback" not in err
