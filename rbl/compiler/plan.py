@@ -70,6 +70,7 @@ def _client(client) -> dict:
         "service": client.library.client,
         "requires": client.library.requires,
         "configurations": client.configurations,
+        "share": client.share,
         "axes": [p.name for p in client.axes],
         "parameters": {
             p.name: ({"values": _axis(p.values, lambda v, p=p: native(p, v))} if p.is_axis

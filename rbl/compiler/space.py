@@ -34,6 +34,7 @@ class ClientSpec:
     pattern: PatternDef
     params: tuple[Param, ...]      # spec order, then defaults in catalogue order
     span: Span | None = field(default=None, compare=False)
+    share: str = "user"            # "client": one pattern instance shared by all virtual users
 
     @property
     def axes(self) -> tuple[Param, ...]:

@@ -5,10 +5,15 @@ from __future__ import annotations
 from .. import ast
 from ..axes import single
 from ..space import ClientSpec, Param
-from ..types import suggest
+from ..types import ParamType, suggest
 from ..units import UnitError, handoff
 from .context import CheckContext
 from .values import evaluate_axis, evaluate_single, report_set_twice
+
+
+# A client-level setting, not a library parameter: who shares one pattern instance (DESIGN 5.2).
+SHARE_SETTING = "share"
+SHARE_TYPE = ParamType("enum", ("user", "client"))
 
 
 def check_clients(ctx: CheckContext) -> None:
@@ -35,7 +40,7 @@ def check_clients(ctx: CheckContext) -> None:
             while f"{label}#{number}" in labels:
                 number += 1
             label = f"{label}#{number}"
-            spec = ClientSpec(label, spec.library, spec.pattern, spec.params, spec.span)
+            spec = ClientSpec(label, spec.library, spec.pattern, spec.params, spec.span, spec.share)
         labels[label] = block
         ctx.clients.append(spec)
 
@@ -58,11 +63,28 @@ def _client(ctx: CheckContext, block: ast.Client) -> ClientSpec | None:
                         help=(f"did you mean `{guess}`? " if guess else "")
                         + f"`{library.name}` implements {', '.join(library.patterns)}")
         return None
+    share = _share(ctx, block, pattern)
     params = _params(ctx, block, library, pattern)
-    if params is None:
+    if params is None or share is None:
         return None
     label = block.label.name if block.label else f"{library.name}.{pattern.name}"
-    return ClientSpec(label, library, pattern, params, block.span)
+    return ClientSpec(label, library, pattern, params, block.span, share)
+
+
+def _share(ctx: CheckContext, block: ast.Client, pattern) -> str | None:
+    """`share = user|client` (default user, as in the paper); None after an error."""
+    items = [item for item in block.body if item.key.dotted == SHARE_SETTING and SHARE_SETTING not in pattern.params]
+    if not items:
+        return "user"
+    for extra in items[1:]:
+        report_set_twice(ctx.diags, extra, items[0])
+    item = items[0]
+    if isinstance(item, ast.Axis):
+        ctx.diags.error("E0216", "`share` is a client setting and cannot be an axis", item.value.span,
+                        "an axis", help="write `share = user` or `share = client`; use two client blocks to compare")
+        return None
+    value = evaluate_single(item, SHARE_TYPE, ctx.diags, "`share`")
+    return None if value is None or len(items) > 1 else value.v
 
 
 def _params(ctx: CheckContext, block: ast.Client, library, pattern) -> tuple[Param, ...] | None:
@@ -72,6 +94,8 @@ def _params(ctx: CheckContext, block: ast.Client, library, pattern) -> tuple[Par
     aliases = pattern.by_alias()
     for item in block.body:
         name = item.key.dotted
+        if name == SHARE_SETTING and name not in pattern.params:
+            continue                             # checked by _share
         definition = pattern.params.get(name)
         if definition is None:
             ok = False
