@@ -1,4 +1,4 @@
-"""The `rbl` command line: check, plan, compile, explain, import.
+"""The `rbl` command line: check, plan, compile, run, explain, import.
 
 Data goes to stdout, diagnostics and progress to stderr. Domain errors (RblError) become exit
 codes in one place, RblGroup.invoke; see rbl/errors.py for the codes.
@@ -177,6 +177,50 @@ def compile_(spec: Path = SpecArg,
         path.unlink()
     files = write_plan(space, output, fmt)
     typer.echo(f"wrote {', '.join(str(f) for f in files)} ({space.size} scenarios)", err=True)
+
+
+@app.command()
+def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
+                                            help="A spec (.rbl), a compiled plan.json, or the directory "
+                                                 "`rbl compile -o` wrote."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                              help="The run directory to create [default: runs/NAME-TIME]."),
+        resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
+                                              help="Continue an interrupted run: skip its finished rounds, "
+                                                   "redo the rest."),
+        workers: int = typer.Option(4, "--workers", min=1, help="gunicorn workers serving httpbin."),
+        proxy: str = typer.Option("auto", "--proxy", help="auto (Envoy if on PATH), builtin or envoy."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the built-in proxy's fault "
+                                                                 "decisions [default: random, recorded]."),
+        round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0,
+                                            help="Seconds a virtual user may take before its round "
+                                                 "counts as failed and its client is restarted.")):
+    """Run a test space on this machine: httpbin, the fault proxy and client services as local
+    processes; results in a run directory (results.jsonl, results.csv, manifest, logs)."""
+    from rich.console import Console
+
+    from .runner.local import LocalOptions, resolve_proxy
+    from .runner.run import default_run_dir, load_plan_file, resume_run, start_run
+
+    resolve_proxy(proxy)
+    options = LocalOptions(workers=workers, proxy=proxy, seed=seed)
+    console = Console(stderr=True, highlight=False)
+    if resume is not None:
+        if output is not None:
+            raise UsageError("--resume continues RUN_DIR in place; do not also give -o")
+        digest = None
+        if spec is not None and spec.suffix == ".rbl":
+            digest = _compile(spec).space.source_sha256
+        raise typer.Exit(resume_run(resume, options, console, digest, round_timeout))
+    if spec is None:
+        raise UsageError("nothing to run", "give a spec (rbl run examples/quickstart.rbl) or --resume RUN_DIR")
+    if spec.suffix == ".json" or spec.is_dir():
+        header, lines = load_plan_file(spec)
+    else:
+        space = _compile(spec).space
+        header, lines = plan_header(space), iter_scenario_lines(space)
+    out = output or default_run_dir(header["name"])
+    raise typer.Exit(start_run(header, lines, out, options, console, round_timeout))
 
 
 @app.command()

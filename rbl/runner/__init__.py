@@ -1,0 +1,1 @@
+"""Executes plans: local processes today (docker later), fault control, metrics, results."""

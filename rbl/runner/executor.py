@@ -1,0 +1,173 @@
+"""Executes a plan: every scenario x round in Algorithm 1 order, one at a time (DESIGN 5).
+
+Per round: set the scenario's fault and confirm it, reset the proxy's counters, start `u`
+virtual users at once (one POST /run each to the client service), wait for all of them, read the
+counters, compute the metrics centrally and append the round's rows to results.jsonl.
+A round whose client service died, hung or refused the job is recorded as failed with the
+reason; the service is restarted and the run goes on.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from .metrics import vu_metrics
+from .results import RunDirectory
+
+DEFAULT_ROUND_TIMEOUT = 300.0
+
+
+class RoundFailed(Exception):
+    """A round could not be completed; the message is the reason recorded in failures.jsonl."""
+
+
+@dataclass
+class RoundTiming:
+    """Where a round's wall time went: the virtual users' own work vs the runner's overhead."""
+
+    wall_s: float
+    longest_vu_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        return self.wall_s - self.longest_vu_s
+
+
+@dataclass
+class RunOutcome:
+    rounds_run: int = 0
+    rounds_skipped: int = 0
+    failures: list[dict] = field(default_factory=list)
+    timings: list[RoundTiming] = field(default_factory=list)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def strategy_for(scenario: dict) -> list[dict]:
+    """The protocol's strategy list: empty for the baseline, else the one pattern with its config."""
+    if scenario["pattern"] == "baseline":
+        return []
+    return [{"pattern": scenario["pattern"], "params": scenario["config"]}]
+
+
+def post_job(address: tuple[str, int], job: dict, timeout: float) -> tuple[dict, str, str]:
+    """One virtual user: POST /run and wait for its observations (with start/end timestamps)."""
+    started = _now()
+    connection = http.client.HTTPConnection(*address, timeout=timeout)
+    try:
+        connection.request("POST", "/run", body=json.dumps(job), headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        body = response.read()
+    except TimeoutError as error:
+        raise RoundFailed(f"virtual user {job['vu']}: no answer from the client service within {timeout:g} s") from error
+    except (OSError, http.client.HTTPException) as error:
+        raise RoundFailed(f"virtual user {job['vu']}: the client service connection failed: {error}") from error
+    finally:
+        connection.close()
+    if response.status != 200:
+        raise RoundFailed(f"virtual user {job['vu']}: the client service answered HTTP {response.status}: "
+                          f"{body.decode(errors='replace')[:300]}")
+    return json.loads(body), started, _now()
+
+
+class Executor:
+    def __init__(self, run: RunDirectory, backend, header: dict, progress, round_timeout: float = DEFAULT_ROUND_TIMEOUT):
+        self.run = run
+        self.backend = backend
+        self.header = header
+        self.progress = progress
+        self.round_timeout = round_timeout
+        self.clients = {c["label"]: c for c in header["clients"]}
+        self.session = uuid.uuid4().hex[:8]
+        most_users = max((s["users"] for s in run.scenarios()), default=1)
+        self.pool = ThreadPoolExecutor(max_workers=most_users, thread_name_prefix="vu")
+
+    def execute(self) -> RunOutcome:
+        outcome = RunOutcome()
+        rounds = self.header["rounds"]
+        try:
+            for scenario in self.run.scenarios():
+                for round_number in range(1, rounds + 1):
+                    if (scenario["id"], round_number) in self.run.completed:
+                        outcome.rounds_skipped += 1
+                        self.progress.advance(scenario, round_number, skipped=True)
+                        continue
+                    self.progress.round_started(scenario, round_number)
+                    self._attempt(scenario, round_number, outcome)
+                    self.progress.advance(scenario, round_number)
+        finally:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        return outcome
+
+    def _attempt(self, scenario: dict, round_number: int, outcome: RunOutcome) -> None:
+        try:
+            rows, timing = self.run_round(scenario, round_number)
+        except RoundFailed as failure:
+            record = {"scenarioId": scenario["id"], "scenarioIndex": scenario["index"], "round": round_number,
+                      "client": scenario["client"], "reason": str(failure), "at": _now()}
+            outcome.failures.append(record)
+            self.run.record_failure(record)
+            self.progress.note(f"scenario {scenario['index'] + 1} round {round_number} failed: {failure}")
+            self._recover(scenario["library"])
+            return
+        self.run.append_round(rows)
+        outcome.rounds_run += 1
+        outcome.timings.append(timing)
+
+    def _recover(self, library: str) -> None:
+        """Restart the client service so a dead or hung one does not fail every later round."""
+        self.progress.note(f"restarting the {library} client service")
+        self.backend.restart_client(library)
+
+    def run_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
+        begin = time.perf_counter()
+        client = self.clients[scenario["client"]]
+        fault = self.backend.fault
+        fault.apply(scenario["fault"])
+        fault.reset_counters()
+        address = self.backend.client_address(scenario["library"])
+        base_job = {"strategy": strategy_for(scenario), "target_url": self.backend.target_url(self.header["target"]["path"]),
+                    "successes": scenario["successes"], "max_requests": scenario["max_requests"],
+                    "share": client.get("share", "user"),
+                    "instance": f"{self.session}/{scenario['id']}/{round_number}"}
+        futures = [self.pool.submit(post_job, address, {**base_job, "vu": vu}, self.round_timeout)
+                   for vu in range(1, scenario["users"] + 1)]
+        results, errors = [], []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except RoundFailed as error:
+                errors.append(str(error))
+        if errors:
+            raise RoundFailed(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
+        counters = fault.counters()
+        rows = [self._row(scenario, round_number, client, counters, *result) for result in results]
+        longest = max((r[0]["total_us"] for r in results), default=0) / 1e6
+        return rows, RoundTiming(time.perf_counter() - begin, longest)
+
+    def _row(self, scenario, round_number, client, counters, observation, started, ended) -> dict:
+        fault = scenario["fault"]
+        seen = counters.get("downstream_rq_total", 0)
+        injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
+        return {
+            "userId": observation["vu"], "startTime": started, "endTime": ended,
+            "users": scenario["users"], "round": round_number,
+            "lib": scenario["library"], "strategy": scenario["pattern"],
+            "faultPercentage": fault["rate"], "faultType": fault["kind"],
+            "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
+            **vu_metrics(observation),
+            "config": scenario["config"],
+            "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
+            "client": scenario["client"], "share": client.get("share", "user"),
+            "libraryVersion": observation.get("version"),
+            "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
+            "proxyRequests": seen,
+        }

@@ -1,0 +1,144 @@
+"""The local backend: httpbin under gunicorn, the fault proxy and client services as processes.
+
+Used as a context manager: services start in dependency order (target, proxy, clients), each
+health-checked with a timeout, and stop in reverse order on success, failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UsageError
+from .fault_control import FaultControl
+from .processes import Service, ServiceNotReady, free_port
+
+HOST = "127.0.0.1"
+READY_TIMEOUT = 30.0
+PROXY_KINDS = ("auto", "builtin", "envoy")
+
+
+@dataclass
+class LocalOptions:
+    workers: int = 4                 # gunicorn workers serving httpbin
+    proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
+    seed: int | None = None          # the built-in proxy's fault decision seed
+
+
+def resolve_proxy(kind: str) -> str:
+    if kind not in PROXY_KINDS:
+        raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {kind!r}")
+    if kind == "auto":
+        return "envoy" if shutil.which("envoy") else "builtin"
+    if kind == "envoy" and not shutil.which("envoy"):
+        from ..errors import EnvironmentMissing
+        raise EnvironmentMissing("--proxy envoy needs an `envoy` binary on PATH",
+                                 hint="install Envoy (https://www.envoyproxy.io/docs/envoy/latest/start/install) "
+                                      "or use --proxy builtin")
+    return kind
+
+
+class LocalBackend:
+    def __init__(self, logs: Path, libraries: list[str], options: LocalOptions):
+        self.logs = logs
+        self.libraries = libraries
+        self.options = options
+        self.proxy_kind = resolve_proxy(options.proxy)
+        self.services: list[Service] = []
+        self.clients: dict[str, tuple[Service, int]] = {}
+        self.proxy_port = 0
+        self.admin_port = 0
+        self.fault: FaultControl | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "LocalBackend":
+        try:
+            target_port = self._start_target()
+            self._start_proxy(target_port)
+            for library in self.libraries:
+                self.start_client(library)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        for service in reversed(self.services):
+            service.stop()
+        self.services.clear()
+        self.clients.clear()
+
+    def _start(self, name: str, argv: list[str], log: str) -> Service:
+        service = Service(name, argv, self.logs / log)
+        self.services.append(service)
+        return service
+
+    # -- services ----------------------------------------------------------------------------
+    def _start_target(self) -> int:
+        port = free_port()
+        service = self._start("target (httpbin under gunicorn)",
+                              [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
+                               "--workers", str(self.options.workers), "--graceful-timeout", "2",
+                               "httpbin:app"], "target.log")
+        service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
+        return port
+
+    def _start_proxy(self, target_port: int) -> None:
+        if self.proxy_kind == "envoy":
+            self._start_envoy(target_port)
+        else:
+            argv = [sys.executable, "-m", "rbl.services.fault_proxy", "--upstream", f"{HOST}:{target_port}"]
+            if self.options.seed is not None:
+                argv += ["--seed", str(self.options.seed)]
+            service = self._start("fault proxy (rbl)", argv, "proxy.log")
+            data, admin = service.read_announcement("listening", READY_TIMEOUT)
+            self.proxy_port, self.admin_port = int(data), int(admin)
+            service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
+        self.fault = FaultControl(HOST, self.admin_port)
+
+    def _start_envoy(self, target_port: int) -> None:
+        from ..backends.envoy import write_envoy_config
+        self.proxy_port, self.admin_port = free_port(), free_port()
+        config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", listen_port=self.proxy_port,
+                                    admin_port=self.admin_port, upstream_host=HOST, upstream_port=target_port,
+                                    bind_host=HOST)
+        service = self._start("fault proxy (Envoy)", ["envoy", "-c", str(config), "--base-id-path",
+                                                      str(self.logs / "envoy.base-id"), "--use-dynamic-base-id",
+                                                      "--log-level", "warning"], "proxy.log")
+        service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
+
+    def start_client(self, library: str) -> None:
+        service = self._start(f"{library} client service",
+                              [sys.executable, "-m", "rbl.services.python_client", "--library", library,
+                               "--listen", f"{HOST}:0"], f"client-{library}.log")
+        (port,) = service.read_announcement("listening", READY_TIMEOUT)
+        service.wait_http(f"http://{HOST}:{port}/health", READY_TIMEOUT)
+        self.clients[library] = (service, int(port))
+
+    def restart_client(self, library: str) -> None:
+        """After a client died or hung: stop what is left of it and start a fresh one."""
+        service, _ = self.clients.pop(library)
+        service.stop(grace=1.0)
+        self.services.remove(service)
+        self.start_client(library)
+
+    # -- addresses ---------------------------------------------------------------------------
+    def target_url(self, path: str) -> str:
+        return f"http://{HOST}:{self.proxy_port}{path}"
+
+    def client_address(self, library: str) -> tuple[str, int]:
+        return HOST, self.clients[library][1]
+
+    def client_alive(self, library: str) -> bool:
+        return self.clients[library][0].alive
+
+    def client_pid(self, library: str) -> int:
+        return self.clients[library][0].process.pid
+
+
+__all__ = ["LocalBackend", "LocalOptions", "ServiceNotReady", "resolve_proxy"]

@@ -1,0 +1,160 @@
+"""`rbl run`: from a plan to a finished run directory, on the local backend.
+
+Order matters for the user: requirements are checked before anything is created or started;
+services always stop (success, failure, Ctrl-C, SIGTERM); the CSV and manifest are written even
+when some rounds failed, and the exit code says whether any did (3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import random
+import signal
+import sys
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Iterable
+
+from rich.console import Console
+
+from .. import __version__
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
+from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
+from .local import LocalBackend, LocalOptions
+from .progress import RunProgress
+from .requirements import check_requirements
+from .results import RunDirectory
+from .summary import print_failures, print_summary
+
+
+def default_run_dir(name: str) -> Path:
+    return Path("runs") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def load_plan_file(path: Path) -> tuple[dict, Iterable[str]]:
+    """A compiled plan (plan.json, or the directory `rbl compile -o` wrote) as header + scenario lines."""
+    if path.is_dir():
+        path = path / "plan.json"
+    try:
+        header = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise UsageError(f"cannot read the plan {path}: {error}")
+    if not isinstance(header, dict) or header.get("rbl_plan") != 1:
+        raise UsageError(f"{path} is not an rbl plan (version 1)", hint="make one with `rbl compile SPEC -o DIR`")
+    if "scenarios" in header:
+        scenarios = header.pop("scenarios")
+        return header, (json.dumps(s, separators=(",", ":"), ensure_ascii=False) for s in scenarios)
+    name = header.get("scenarios_file", "")
+    if not name.endswith(".jsonl"):
+        raise UsageError(f"{path} keeps its scenarios in {name or 'no file'}; `rbl run` reads JSON or JSON Lines plans",
+                         hint="compile with --format json or --format jsonl")
+    lines = (path.parent / name)
+    if not lines.is_file():
+        raise UsageError(f"the plan's scenario file {lines} is missing")
+    return header, (line.rstrip("\n") for line in lines.open(encoding="utf-8") if line.strip())
+
+
+def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
+              console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
+    check_requirements(header["clients"])
+    run = RunDirectory.create(out, header, scenario_lines)
+    console.print(f"run directory: {out}", highlight=False)
+    return _execute(run, header, options, console, round_timeout)
+
+
+def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: str | None = None,
+               round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
+    run = RunDirectory.resume(out)
+    header = run.plan_header()
+    if spec_sha256 and header["source"]["sha256"] != spec_sha256:
+        raise UsageError(f"the spec changed since {out} was started",
+                         hint="resume without the spec argument, or start a new run")
+    check_requirements(header["clients"])
+    console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done", highlight=False)
+    return _execute(run, header, options, console, round_timeout)
+
+
+@contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM stops a run like Ctrl-C does: services are stopped, finished rounds are kept."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Console, round_timeout: float) -> int:
+    if options.seed is None:
+        options.seed = random.randrange(2**32)
+    libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
+    manifest = run.read_manifest() or _new_manifest(header, libraries)
+    session = {"started_at": _now(), "proxy_seed": options.seed, "target_workers": options.workers,
+               "status": "running"}
+    manifest.setdefault("sessions", []).append(session)
+    manifest["status"] = "running"
+    run.write_manifest(manifest)
+    outcome = RunOutcome()
+    try:
+        with _sigterm_as_interrupt(), LocalBackend(run.logs, libraries, options) as backend:
+            session["proxy"] = backend.proxy_kind
+            run.write_manifest(manifest)
+            with RunProgress(console, header["size"], header["rounds"]) as progress:
+                executor = Executor(run, backend, header, progress, round_timeout)
+                outcome = executor.execute()
+    except KeyboardInterrupt:
+        _finish(run, manifest, session, "interrupted", outcome)
+        console.print(f"interrupted: {run.rows_written} rows are saved in {run.path}; "
+                      f"continue with `rbl run --resume {run.path}`", highlight=False)
+        raise
+    except BaseException:
+        _finish(run, manifest, session, "failed", outcome)
+        raise
+    status = "finished with failures" if outcome.failures else "finished"
+    _finish(run, manifest, session, status, outcome)
+    csv_path = run.write_csv()
+    print_summary(run, Console(file=sys.stdout, soft_wrap=True))
+    console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
+    if outcome.failures:
+        print_failures(outcome.failures, console, run.path)
+        return EXIT_RUN_FAILED
+    return EXIT_OK
+
+
+def _finish(run: RunDirectory, manifest: dict, session: dict, status: str, outcome: RunOutcome) -> None:
+    session.update(status=status, ended_at=_now(), rounds_run=outcome.rounds_run,
+                   rounds_failed=len(outcome.failures))
+    manifest["status"] = status
+    manifest["rows"] = run.rows_written
+    run.write_manifest(manifest)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _version_of(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _new_manifest(header: dict, libraries: list[str]) -> dict:
+    return {
+        "rbl_run": 1,
+        "rbl_version": __version__,
+        "spec": header.get("source"),
+        "plan": {"name": header.get("name"), "size": header["size"], "rounds": header["rounds"],
+                 "runs": header["runs"]},
+        "host": {"hostname": platform.node(), "platform": platform.platform(),
+                 "python": platform.python_version(), "cpus": os.cpu_count()},
+        "versions": {name: _version_of(name) for name in ["httpbin", "gunicorn", *libraries]},
+        "created_at": _now(),
+    }
