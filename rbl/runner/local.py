@@ -127,6 +127,10 @@ class LocalBackend:
         self.services.remove(service)
         self.start_client(library)
 
+    def pids(self) -> dict[str, int]:
+        """The running services' process ids (recorded in the manifest, for whoever needs to look)."""
+        return {service.name: service.process.pid for service in self.services}
+
     # -- addresses ---------------------------------------------------------------------------
     def target_url(self, path: str) -> str:
         return f"http://{HOST}:{self.proxy_port}{path}"

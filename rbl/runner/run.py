@@ -95,7 +95,8 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
         options.seed = random.randrange(2**32)
     libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
     manifest = run.read_manifest() or _new_manifest(header, libraries)
-    session = {"started_at": _now(), "proxy_seed": options.seed, "target_workers": options.workers,
+    session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
+               "target_workers": options.workers,
                "status": "running"}
     manifest.setdefault("sessions", []).append(session)
     manifest["status"] = "running"
@@ -104,6 +105,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     try:
         with _sigterm_as_interrupt(), LocalBackend(run.logs, libraries, options) as backend:
             session["proxy"] = backend.proxy_kind
+            session["pids"] = backend.pids()
             run.write_manifest(manifest)
             with RunProgress(console, header["size"], header["rounds"]) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout)
@@ -119,7 +121,8 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     status = "finished with failures" if outcome.failures else "finished"
     _finish(run, manifest, session, status, outcome)
     csv_path = run.write_csv()
-    print_summary(run, Console(file=sys.stdout, soft_wrap=True))
+    # a pipe or file gets the whole table, not one squeezed to 80 columns
+    print_summary(run, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
     console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
     if outcome.failures:
         print_failures(outcome.failures, console, run.path)

@@ -18,9 +18,12 @@ def _median(values: list[float]) -> str:
 
 
 def summary_rows(run: RunDirectory) -> list[tuple]:
+    axes = {c["label"]: c["axes"] for c in run.plan_header()["clients"]}
     cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in run.rows():
-        cell = cells[(row["client"], row["faultPercentage"], row["users"])]
+        # the configuration is shown by the parameters that vary (the axes), the rest is fixed
+        varying = " ".join(f"{name}={row['config'][name]}" for name in axes.get(row["client"], ()))
+        cell = cells[(f"{row['client']} {varying}".strip(), row["faultPercentage"], row["users"])]
         cell["total"].append(row["totalExecutionTime"])
         cell["success"].append(row["successTimePerRequest"])
         cell["applied"].append(row["faultRateApplied"])
@@ -30,10 +33,10 @@ def summary_rows(run: RunDirectory) -> list[tuple]:
 
 
 def print_summary(run: RunDirectory, console: Console) -> None:
-    table = Table(title="median per virtual user (ms)", title_justify="left")
-    for column in ("client", "fault %", "users", "rows", "total execution", "success time / request",
-                   "fault % applied"):
-        table.add_column(column, justify="left" if column == "client" else "right")
+    table = Table(title="median per virtual user (times in ms)", title_justify="left")
+    for column in ("client and configuration", "fault %", "users", "rows", "total execution time",
+                   "success time per request", "fault % applied"):
+        table.add_column(column, justify="left" if column.startswith("client") else "right")
     for client, fault, users, rows, total, success, applied in summary_rows(run):
         table.add_row(client, f"{fault:g}", str(users), str(rows), total, success, applied)
     console.print(table)
