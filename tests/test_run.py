@@ -103,6 +103,7 @@ def test_without_faults_every_call_succeeds_on_its_first_request(abort_run):
         assert row["successfulCalls"] == row["totalCalls"] == 3
         assert row["totalRequests"] == row["successfulRequests"] == 3
         assert row["faultRateApplied"] == 0.0
+        assert row["stoppedBy"] == "successes"
 
 
 def test_retry_makes_exactly_k_requests_per_call_under_a_full_abort(abort_run):

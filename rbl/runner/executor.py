@@ -21,6 +21,7 @@ from .metrics import vu_metrics
 from .results import RunDirectory
 
 DEFAULT_ROUND_TIMEOUT = 300.0
+VU_TIME_SHARE = 0.9       # of the round timeout, given to a virtual user's loop (see protocol.py)
 
 
 class RoundFailed(Exception):
@@ -137,7 +138,9 @@ class Executor:
         base_job = {"strategy": strategy_for(scenario), "target_url": self.backend.target_url(self.header["target"]["path"]),
                     "successes": scenario["successes"], "max_requests": scenario["max_requests"],
                     "share": client.get("share", "user"),
-                    "instance": f"{self.session}/{scenario['id']}/{round_number}"}
+                    "instance": f"{self.session}/{scenario['id']}/{round_number}",
+                    # the client ends a virtual user's loop itself before the runner gives up on it
+                    "max_duration_ms": int(self.round_timeout * 1000 * VU_TIME_SHARE)}
         futures = [self.pool.submit(post_job, address, {**base_job, "vu": vu}, self.round_timeout)
                    for vu in range(1, scenario["users"] + 1)]
         results, errors = [], []
@@ -168,6 +171,7 @@ class Executor:
             "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
             "client": scenario["client"], "share": client.get("share", "user"),
             "libraryVersion": observation.get("version"),
+            "stoppedBy": observation.get("stopped_by"),
             "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
             "proxyRequests": seen,
         }

@@ -30,7 +30,7 @@ LOGS = "logs"
 ORIGINAL_COLUMNS = ("userId", "startTime", "endTime", "users", "round", "lib", "strategy",
                     "faultPercentage", "faultType", "faultStatus", "faultDuration", *METRIC_COLUMNS)
 # ... then the configuration keys, then rbl's own columns.
-RBL_COLUMNS = ("scenarioId", "scenarioIndex", "client", "share", "libraryVersion",
+RBL_COLUMNS = ("scenarioId", "scenarioIndex", "client", "share", "libraryVersion", "stoppedBy",
                "faultRateApplied", "proxyRequests", *LATENCY_COLUMNS)
 
 

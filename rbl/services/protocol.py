@@ -3,8 +3,11 @@
 POST /run body (one virtual user's job):
   {"strategy": [{"pattern": "retry", "params": {...library-native...}}, ...],   # outermost first
    "target_url": "http://127.0.0.1:PORT/bytes/100", "successes": 25, "max_requests": 500,
-   "share": "user" | "client", "instance": "KEY", "vu": 1}
+   "share": "user" | "client", "instance": "KEY", "vu": 1, "max_duration_ms": 60000}
+  max_duration_ms (optional) also ends the loop: a breaker that stays open sends no requests, so
+  without it the paper's loop would never end.
 Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
+        "stopped_by": "successes" | "max_requests" | "max_duration",
         "calls": [{"ok": true, "requests": [[start_us, duration_us, status], ...]},
                   {"ok": false, "requests": [], "repeat": 40}, ...]}
   start_us counts from the start of the job; status 0 means a connection error. Consecutive
@@ -42,6 +45,7 @@ class Job:
     share: str
     instance: str
     vu: int
+    max_duration_ms: int | None = None
 
     @property
     def host_port_path(self) -> tuple[str, int, str]:
@@ -80,8 +84,12 @@ def parse_job(body: object) -> Job:
     max_requests = _require(body, "max_requests", int)
     if successes < 1 or max_requests < 1:
         raise JobError("`successes` and `max_requests` must be at least 1")
+    max_duration_ms = body.get("max_duration_ms")
+    if max_duration_ms is not None and (not isinstance(max_duration_ms, int) or isinstance(max_duration_ms, bool)
+                                        or max_duration_ms < 1):
+        raise JobError(f"`max_duration_ms` must be a positive integer, got {max_duration_ms!r}")
     return Job(tuple(steps), target_url, successes, max_requests, share,
-               str(body.get("instance", "")), _require(body, "vu", int, 0))
+               str(body.get("instance", "")), _require(body, "vu", int, 0), max_duration_ms)
 
 
 class CallLog:

@@ -102,8 +102,18 @@ class ClientService:
         for wrap in reversed(wrappers):          # outermost first in the job, so wrap inside-out
             call = wrap(call)
         log = CallLog()
+        deadline = started + job.max_duration_ms * 1_000_000 if job.max_duration_ms else None
+        stopped_by = "max_duration"
         try:
-            while log.successful_calls < job.successes and log.requests < job.max_requests:
+            while True:
+                if log.successful_calls >= job.successes:
+                    stopped_by = "successes"
+                    break
+                if log.requests >= job.max_requests:
+                    stopped_by = "max_requests"
+                    break
+                if deadline is not None and time.perf_counter_ns() >= deadline:
+                    break
                 target.sent = []
                 try:
                     call()
@@ -120,7 +130,7 @@ class ClientService:
             target.close()
         total_us = (time.perf_counter_ns() - started) // 1000
         return {"protocol": PROTOCOL_VERSION, "library": self.library, "version": self.version,
-                "vu": job.vu, "total_us": total_us, "calls": log.calls}
+                "vu": job.vu, "total_us": total_us, "stopped_by": stopped_by, "calls": log.calls}
 
 
 def make_handler(service: ClientService) -> type[BaseHTTPRequestHandler]:
