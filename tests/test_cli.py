@@ -164,4 +164,5 @@ def test_user_declared_library(cli, tmp_path):
 def test_readme_commands_are_real():
     readme = (REPO / "README.md").read_text()
     assert "python3 -m pytest -q" in readme.split("<!-- test-command -->")[1].split("<!-- /test-command -->")[0]
-    assert "rbl plan examples/quickstart.rbl" in readme
+    assert "pip install -e '.[test]' && rbl run examples/quickstart.rbl" in readme
+    assert (REPO / "examples" / "quickstart.rbl").is_file()

@@ -23,6 +23,8 @@ import signal
 import sys
 from urllib.parse import parse_qsl, urlsplit
 
+from .proxy_data import Downstream
+
 STAT_PREFIX = "http.ingress_http."
 RUNTIME_KEYS = {
     "fault.http.abort.abort_percent": 0.0,
@@ -84,106 +86,21 @@ async def read_head(reader: asyncio.StreamReader) -> bytes | None:
 
 
 def parse_headers(head: bytes) -> tuple[str, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
+    """The start line and the headers the proxy needs (lower-cased names)."""
+    lines = head.split(b"\r\n")
     headers = {}
     for line in lines[1:]:
-        if ":" in line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    return lines[0], headers
+        name, sep, value = line.partition(b":")
+        if sep:
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+    return lines[0].decode("latin-1"), headers
 
 
-async def copy_body(reader, writer, headers: dict[str, str]) -> None:
-    """Forward a message body framed by Content-Length or chunked encoding."""
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            writer.write(size_line)
-            size = int(size_line.split(b";")[0].strip(), 16)
-            if size == 0:
-                while True:  # trailers, then the final blank line
-                    line = await reader.readuntil(b"\r\n")
-                    writer.write(line)
-                    if line == b"\r\n":
-                        return
-            writer.write(await reader.readexactly(size + 2))
+async def discard_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> None:
+    """Admin requests carry their arguments in the query; any body is read and dropped."""
     length = int(headers.get("content-length", "0") or 0)
     if length:
-        writer.write(await reader.readexactly(length))
-
-
-def local_reply(status: int, body: bytes, keep_alive: bool) -> bytes:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 502: "Bad Gateway",
-              503: "Service Unavailable"}.get(status, "Fault Injected")
-    connection = "keep-alive" if keep_alive else "close"
-    return (f"HTTP/1.1 {status} {reason}\r\ncontent-length: {len(body)}\r\n"
-            f"content-type: text/plain\r\nconnection: {connection}\r\n\r\n").encode() + body
-
-
-class Proxy:
-    def __init__(self, state: FaultState, upstream: tuple[str, int]):
-        self.state = state
-        self.upstream = upstream
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
-        try:
-            while True:
-                head = await read_head(reader)
-                if head is None:
-                    return
-                request_line, headers = parse_headers(head)
-                keep_alive = headers.get("connection", "").lower() != "close"
-                self.state.counters["downstream_rq_total"] += 1
-                delay, abort = self.state.decide()
-                if delay:
-                    await asyncio.sleep(delay)
-                if abort is not None:
-                    await self._discard_body(reader, headers)
-                    writer.write(local_reply(abort, b"fault filter abort", keep_alive))
-                    await writer.drain()
-                else:
-                    if upstream is None:
-                        upstream = await asyncio.open_connection(*self.upstream)
-                    keep_alive = await self._forward(head, headers, reader, writer, upstream) and keep_alive
-                if not keep_alive:
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            return
-        finally:
-            if upstream is not None:
-                upstream[1].close()
-            writer.close()
-
-    async def _discard_body(self, reader, headers) -> None:
-        sink = _NullWriter()
-        await copy_body(reader, sink, headers)
-
-    async def _forward(self, head, headers, reader, writer, upstream) -> bool:
-        up_reader, up_writer = upstream
-        up_writer.write(head)
-        await copy_body(reader, up_writer, headers)
-        await up_writer.drain()
-        response_head = await read_head(up_reader)
-        if response_head is None:
-            self.state.counters["upstream_rq_failed"] += 1
-            writer.write(local_reply(502, b"upstream closed the connection", False))
-            await writer.drain()
-            return False
-        _, response_headers = parse_headers(response_head)
-        writer.write(response_head)
-        if "content-length" in response_headers or "chunked" in response_headers.get("transfer-encoding", ""):
-            await copy_body(up_reader, writer, response_headers)
-            await writer.drain()
-            return response_headers.get("connection", "").lower() != "close"
-        writer.write(await up_reader.read())  # body delimited by the upstream closing
-        await writer.drain()
-        return False
-
-
-class _NullWriter:
-    def write(self, data: bytes) -> None:
-        pass
+        await reader.readexactly(length)
 
 
 class Admin:
@@ -198,7 +115,7 @@ class Admin:
             if head is None:
                 return
             request_line, headers = parse_headers(head)
-            await copy_body(reader, _NullWriter(), headers)
+            await discard_body(reader, headers)
             method, target, _ = (request_line.split(" ") + ["", ""])[:3]
             status, body, content_type = self.route(method, target)
             writer.write((f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}\r\n"
@@ -244,9 +161,10 @@ def _address(text: str) -> tuple[str, int]:
 
 async def serve(listen: str, admin: str, upstream: str, seed: int | None) -> None:
     state = FaultState(seed)
-    proxy_server = await asyncio.start_server(Proxy(state, _address(upstream)).handle, *_address(listen),
-                                              limit=MAX_HEADER_BYTES, backlog=1024)
-    admin_server = await asyncio.start_server(Admin(state).handle, *_address(admin))
+    upstream_address = _address(upstream)
+    proxy_server = await asyncio.get_running_loop().create_server(
+        lambda: Downstream(state, upstream_address), *_address(listen), backlog=1024)
+    admin_server = await asyncio.start_server(Admin(state).handle, *_address(admin), limit=MAX_HEADER_BYTES)
     data_port = proxy_server.sockets[0].getsockname()[1]
     admin_port = admin_server.sockets[0].getsockname()[1]
     print(f"listening {data_port} {admin_port}", flush=True)
@@ -265,7 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="host:port of the target service")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault decision sequence")
     args = parser.parse_args(argv)
-    asyncio.run(serve(args.listen, args.admin, args.upstream, args.seed))
+    try:
+        import uvloop                      # optional: the same code, a faster event loop
+        uvloop.run(serve(args.listen, args.admin, args.upstream, args.seed))
+    except ImportError:
+        asyncio.run(serve(args.listen, args.admin, args.upstream, args.seed))
     return 0
 
 
