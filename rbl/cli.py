@@ -189,6 +189,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                               help="Continue an interrupted run: skip its finished rounds, "
                                                    "redo the rest."),
         workers: int = typer.Option(4, "--workers", min=1, help="gunicorn workers serving httpbin."),
+        threads: int = typer.Option(16, "--threads", min=1, help="Threads per gunicorn worker."),
         proxy: str = typer.Option("auto", "--proxy", help="auto (Envoy if on PATH), builtin or envoy."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the built-in proxy's fault "
                                                                  "decisions [default: random, recorded]."),
@@ -203,7 +204,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     from .runner.run import default_run_dir, load_plan_file, resume_run, start_run
 
     resolve_proxy(proxy)
-    options = LocalOptions(workers=workers, proxy=proxy, seed=seed)
+    options = LocalOptions(workers=workers, threads=threads, proxy=proxy, seed=seed)
     console = Console(stderr=True, highlight=False)
     if resume is not None:
         if output is not None:

@@ -22,7 +22,9 @@ PROXY_KINDS = ("auto", "builtin", "envoy")
 
 @dataclass
 class LocalOptions:
-    workers: int = 4                 # gunicorn workers serving httpbin
+    workers: int = 4                 # gunicorn workers serving httpbin ...
+    threads: int = 16                # ... each with this many threads (gthread: keep-alive, and
+                                     # 150 virtual users are not queued behind 4 sync workers)
     proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
     seed: int | None = None          # the built-in proxy's fault decision seed
 
@@ -48,6 +50,7 @@ class LocalBackend:
         self.proxy_kind = resolve_proxy(options.proxy)
         self.services: list[Service] = []
         self.clients: dict[str, tuple[Service, int]] = {}
+        self.target_port = 0
         self.proxy_port = 0
         self.admin_port = 0
         self.fault: FaultControl | None = None
@@ -83,9 +86,11 @@ class LocalBackend:
         port = free_port()
         service = self._start("target (httpbin under gunicorn)",
                               [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
-                               "--workers", str(self.options.workers), "--graceful-timeout", "2",
+                               "--workers", str(self.options.workers), "--worker-class", "gthread",
+                               "--threads", str(self.options.threads), "--graceful-timeout", "2",
                                "httpbin:app"], "target.log")
         service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
+        self.target_port = port
         return port
 
     def _start_proxy(self, target_port: int) -> None:

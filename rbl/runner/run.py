@@ -96,7 +96,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
     manifest = run.read_manifest() or _new_manifest(header, libraries)
     session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
-               "target_workers": options.workers,
+               "target_workers": options.workers, "target_threads": options.threads,
                "status": "running"}
     manifest.setdefault("sessions", []).append(session)
     manifest["status"] = "running"

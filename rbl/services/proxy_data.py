@@ -19,16 +19,15 @@ class FramingError(ValueError):
     """Bytes that are not a well-formed HTTP/1.1 message."""
 
 
-def parse_head(head: bytes) -> tuple[bytes, dict[bytes, bytes]]:
-    """The start line and the headers (lower-cased names), from a head without its blank line."""
-    lines = head.split(b"\r\n")
-    headers = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise FramingError("a header line without a colon")
-        headers[name.strip().lower()] = value.strip()
-    return lines[0], headers
+def header(lowered_head: bytes, name: bytes) -> bytes | None:
+    """One header's value from a lower-cased head (a find in C, not a dict per message: this is
+    the hot path). `name` is lower-case and without the colon."""
+    start = lowered_head.find(b"\r\n" + name + b":")
+    if start < 0:
+        return None
+    start += len(name) + 3
+    end = lowered_head.find(b"\r\n", start)
+    return lowered_head[start:end if end >= 0 else len(lowered_head)].strip()
 
 
 def chunked_length(buffer: bytes | bytearray, start: int) -> int | None:
@@ -51,12 +50,14 @@ def chunked_length(buffer: bytes | bytearray, start: int) -> int | None:
             return None
 
 
-def body_length(headers: dict[bytes, bytes], buffer, start: int) -> int | None:
+def body_length(lowered_head: bytes, buffer, start: int) -> int | None:
     """A request body's length (0 without framing headers), None while incomplete."""
-    if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+    encoding = header(lowered_head, b"transfer-encoding")
+    if encoding is not None and b"chunked" in encoding:
         return chunked_length(buffer, start)
+    length = header(lowered_head, b"content-length")
     try:
-        return int(headers.get(b"content-length", b"0") or 0)
+        return int(length) if length else 0
     except ValueError as error:
         raise FramingError("a bad content-length") from error
 
@@ -69,8 +70,10 @@ def local_reply(status: int, body: bytes, keep_alive: bool) -> bytes:
             f"content-type: text/plain\r\nconnection: {connection}\r\n\r\n").encode() + body
 
 
-def with_connection_header(head: bytes, keep_alive: bool) -> bytes:
+def with_connection_header(head: bytes, has_connection: bool, keep_alive: bool) -> bytes:
     """A response head (without its blank line) with the downstream's own Connection header."""
+    if not has_connection and keep_alive:
+        return head + HEAD_END                   # HTTP/1.1 keeps the connection by default
     lines = [line for line in head.split(b"\r\n") if not line[:11].lower() == b"connection:"]
     lines.append(b"connection: keep-alive" if keep_alive else b"connection: close")
     return b"\r\n".join(lines) + HEAD_END
@@ -119,9 +122,9 @@ class Downstream(asyncio.Protocol):
             elif self.eof:
                 self.transport.close()
             return
+        lowered = bytes(self.buffer[:head_end]).lower()
         try:
-            start_line, headers = parse_head(bytes(self.buffer[:head_end]))
-            length = body_length(headers, self.buffer, head_end + 4)
+            length = body_length(lowered, self.buffer, head_end + 4)
         except FramingError as error:
             self._reject(str(error).encode())
             return
@@ -133,8 +136,8 @@ class Downstream(asyncio.Protocol):
         message = bytes(self.buffer[:total])
         del self.buffer[:total]
         self.busy = True
-        self.keep_alive = headers.get(b"connection", b"").lower() != b"close"
-        self.head_only = start_line.startswith(b"HEAD ")
+        self.keep_alive = header(lowered, b"connection") != b"close"
+        self.head_only = lowered.startswith(b"head ")
         self.state.counters["downstream_rq_total"] += 1
         delay, abort = self.state.decide()
         if delay:
@@ -220,26 +223,37 @@ class Upstream(asyncio.Protocol):
             head_end = self.buffer.find(HEAD_END)
             if head_end < 0:
                 return
-            self._start_response(head_end)
+            try:
+                self._start_response(head_end)
+            except FramingError:
+                self._fail(b"upstream sent a malformed response")
+                return
             data, self.buffer = bytes(self.buffer[head_end + 4:]), bytearray()
         self._body(data)
 
     def _start_response(self, head_end: int) -> None:
         head = bytes(self.buffer[:head_end])
-        status_line, headers = parse_head(head)
-        status = int(status_line.split(b" ", 2)[1])
-        self.reusable = headers.get(b"connection", b"").lower() != b"close"
+        lowered = head.lower()
+        try:
+            status = int(head.split(b" ", 2)[1])
+            connection = header(lowered, b"connection")
+            encoding = header(lowered, b"transfer-encoding")
+            length = header(lowered, b"content-length")
+            length = int(length) if length is not None else None
+        except (IndexError, ValueError):
+            raise FramingError("a malformed response head from the upstream")
+        self.reusable = connection != b"close"
         keep_alive = self.downstream.keep_alive
         if self.head_only or status in (204, 304) or 100 <= status < 200:
             self.mode, self.remaining = "length", 0
-        elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+        elif encoding is not None and b"chunked" in encoding:
             self.mode = "chunked"
-        elif b"content-length" in headers:
-            self.mode, self.remaining = "length", int(headers[b"content-length"])
+        elif length is not None:
+            self.mode, self.remaining = "length", length
         else:
             self.mode, keep_alive, self.reusable = "close", False, False
             self.downstream.keep_alive = False
-        self.downstream.transport.write(with_connection_header(head, keep_alive))
+        self.downstream.transport.write(with_connection_header(head, connection is not None, keep_alive))
         self.head_sent = True
 
     def _body(self, data: bytes) -> None:
@@ -276,7 +290,13 @@ class Upstream(asyncio.Protocol):
         if self.mode == "close" and self.head_sent:
             self.downstream.finished(False)          # the body was delimited by the close
             return
+        self._fail(b"upstream closed the connection")
+
+    def _fail(self, why: bytes) -> None:
+        """The exchange broke: a 502 if the client has not seen a response head yet, then close."""
+        self.in_flight = False
         self.downstream.state.counters["upstream_rq_failed"] += 1
         if not self.head_sent and not self.downstream.transport.is_closing():
-            self.downstream.transport.write(local_reply(502, b"upstream closed the connection", False))
+            self.downstream.transport.write(local_reply(502, why, False))
         self.downstream.transport.close()
+        self.close()
