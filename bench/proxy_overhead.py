@@ -49,9 +49,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--workers", type=int, default=LocalOptions().workers,
+                        help="gunicorn workers (default: rbl run's, one per core)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as logs, \
-            LocalBackend(Path(logs), [], LocalOptions(proxy="builtin")) as backend:
+            LocalBackend(Path(logs), [], LocalOptions(workers=args.workers, proxy="builtin")) as backend:
         load(backend.target_port, 50, 1.0)                               # warm up both paths
         load(backend.proxy_port, 50, 1.0)
         ratios, direct_rps, proxy_rps, added_ms = [], [], [], []

@@ -188,7 +188,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
                                               help="Continue an interrupted run: skip its finished rounds, "
                                                    "redo the rest."),
-        workers: int = typer.Option(4, "--workers", min=1, help="gunicorn workers serving httpbin."),
+        workers: Optional[int] = typer.Option(None, "--workers", min=1,
+                                              help="gunicorn workers serving httpbin [default: one per core]."),
         threads: int = typer.Option(16, "--threads", min=1, help="Threads per gunicorn worker."),
         proxy: str = typer.Option("auto", "--proxy", help="auto (Envoy if on PATH), builtin or envoy."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the built-in proxy's fault "
@@ -204,7 +205,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     from .runner.run import default_run_dir, load_plan_file, resume_run, start_run
 
     resolve_proxy(proxy)
-    options = LocalOptions(workers=workers, threads=threads, proxy=proxy, seed=seed)
+    options = LocalOptions(threads=threads, proxy=proxy, seed=seed)
+    if workers is not None:
+        options.workers = workers
     console = Console(stderr=True, highlight=False)
     if resume is not None:
         if output is not None:

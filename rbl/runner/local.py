@@ -6,9 +6,10 @@ health-checked with a timeout, and stop in reverse order on success, failure or 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
@@ -22,7 +23,9 @@ PROXY_KINDS = ("auto", "builtin", "envoy")
 
 @dataclass
 class LocalOptions:
-    workers: int = 4                 # gunicorn workers serving httpbin ...
+    # gunicorn workers serving httpbin: one per core (more only adds contention with the proxy
+    # and the clients on the same machine; see bench/proxy_overhead.py) ...
+    workers: int = field(default_factory=lambda: os.cpu_count() or 2)
     threads: int = 16                # ... each with this many threads (gthread: keep-alive, and
                                      # 150 virtual users are not queued behind 4 sync workers)
     proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
