@@ -297,3 +297,14 @@ def test_a_client_that_dies_mid_run_fails_its_round_and_the_run_goes_on(tmp_path
     assert len(done_keys) + len(failed) == 2 * 6 * 2
     last_tenacity = max(r["startTime"] for r in found if r["lib"] == "tenacity")
     assert last_tenacity > max(f["at"] for f in failures)
+
+
+def test_proxy_envoy_without_an_envoy_binary_exits_4_with_advice(tmp_path):
+    (tmp_path / "s.rbl").write_text("space s {\n  users = 1\n  client tenacity.baseline {}\n}\n")
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "rbl", "run", "s.rbl", "--proxy", "envoy", "-o", "out"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**env, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 4, done.stderr
+    assert "envoy" in done.stderr and "--proxy builtin" in done.stderr
+    assert not (tmp_path / "out").exists()
