@@ -208,7 +208,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed)
     if workers is not None:
         options.workers = workers
-    console = Console(stderr=True, highlight=False)
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
     if resume is not None:
         if output is not None:
             raise UsageError("--resume continues RUN_DIR in place; do not also give -o")

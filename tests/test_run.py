@@ -308,3 +308,26 @@ def test_proxy_envoy_without_an_envoy_binary_exits_4_with_advice(tmp_path):
     assert done.returncode == 4, done.stderr
     assert "envoy" in done.stderr and "--proxy builtin" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_client_that_hangs_fails_its_round_after_the_timeout_and_is_replaced(tmp_path):
+    (tmp_path / "long.rbl").write_text(LONG_SPACE)
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out", "--round-timeout", "2"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    out = tmp_path / "out"
+    wait_until(lambda: (out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size > 0,
+               60, "the first finished round")
+    hung = json.loads((out / "manifest.json").read_text())["sessions"][-1]["pids"]["tenacity client service"]
+    os.kill(hung, signal.SIGSTOP)                    # alive but never answers
+    try:
+        _, stderr = process.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if not process_gone(hung):
+            os.kill(hung, signal.SIGKILL)
+    assert process.returncode == 3, stderr
+    failures = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    assert any("no answer from the client service within 2 s" in f["reason"] for f in failures)
+    assert process_gone(hung)                         # the runner replaced it
+    found = rows(out)
+    assert len({(r["scenarioId"], r["round"]) for r in found}) + len(failures) == 2 * 6 * 2
