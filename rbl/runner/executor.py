@@ -88,11 +88,12 @@ class Executor:
         self.round_timeout = round_timeout
         self.clients = {c["label"]: c for c in header["clients"]}
         self.session = uuid.uuid4().hex[:8]
+        self.outcome = RunOutcome()              # filled as rounds finish, so an interrupt keeps it
         most_users = max((s["users"] for s in run.scenarios()), default=1)
         self.pool = ThreadPoolExecutor(max_workers=most_users, thread_name_prefix="vu")
 
     def execute(self) -> RunOutcome:
-        outcome = RunOutcome()
+        outcome = self.outcome
         rounds = self.header["rounds"]
         try:
             for scenario in self.run.scenarios():

@@ -101,7 +101,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     manifest.setdefault("sessions", []).append(session)
     manifest["status"] = "running"
     run.write_manifest(manifest)
-    outcome = RunOutcome()
+    executor: Executor | None = None
     try:
         with _sigterm_as_interrupt(), LocalBackend(run.logs, libraries, options) as backend:
             session["proxy"] = backend.proxy_kind
@@ -109,15 +109,17 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
             run.write_manifest(manifest)
             with RunProgress(console, header["size"], header["rounds"]) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout)
-                outcome = executor.execute()
+                executor.execute()
     except KeyboardInterrupt:
-        _finish(run, manifest, session, "interrupted", outcome)
+        _finish(run, manifest, session, "interrupted", executor.outcome if executor else RunOutcome())
+        run.write_csv()                      # what finished is usable now, not only after --resume
         console.print(f"interrupted: {run.rows_written} rows are saved in {run.path}; "
                       f"continue with `rbl run --resume {run.path}`", highlight=False)
         raise
     except BaseException:
-        _finish(run, manifest, session, "failed", outcome)
+        _finish(run, manifest, session, "failed", executor.outcome if executor else RunOutcome())
         raise
+    outcome = executor.outcome
     status = "finished with failures" if outcome.failures else "finished"
     _finish(run, manifest, session, status, outcome)
     csv_path = run.write_csv()
