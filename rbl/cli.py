@@ -204,7 +204,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     from .runner.local import LocalOptions, resolve_proxy
     from .runner.run import default_run_dir, load_plan_file, resume_run, start_run
 
-    resolve_proxy(proxy)
+    resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed)
     if workers is not None:
         options.workers = workers

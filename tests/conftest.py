@@ -1,13 +1,15 @@
-"""Shared fixtures: text snapshots (one readable file per case) and a CLI runner."""
+"""Shared fixtures: text snapshots (one readable file per case), a CLI runner, and live services
+(httpbin, the fault proxy: see live_services.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from typer.testing import CliRunner
+
+from .live_services import httpbin, start_proxy  # noqa: F401  (fixtures for every test module)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

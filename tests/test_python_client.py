@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from .test_fault_proxy import Proxy, httpbin, start_proxy  # noqa: F401  (fixtures)
+from .live_services import Proxy
 
 
 @pytest.fixture

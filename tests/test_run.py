@@ -230,9 +230,9 @@ space long {
 """
 
 
-def _start_long_run(work: Path) -> tuple[subprocess.Popen, Path]:
+def _start_long_run(work: Path, *options: str) -> tuple[subprocess.Popen, Path]:
     (work / "long.rbl").write_text(LONG_SPACE)
-    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out"], cwd=work,
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out", *options], cwd=work,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     out = work / "out"
@@ -311,13 +311,7 @@ def test_proxy_envoy_without_an_envoy_binary_exits_4_with_advice(tmp_path):
 
 
 def test_a_client_that_hangs_fails_its_round_after_the_timeout_and_is_replaced(tmp_path):
-    (tmp_path / "long.rbl").write_text(LONG_SPACE)
-    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out", "--round-timeout", "2"],
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
-    out = tmp_path / "out"
-    wait_until(lambda: (out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size > 0,
-               60, "the first finished round")
+    process, out = _start_long_run(tmp_path, "--round-timeout", "2")
     hung = json.loads((out / "manifest.json").read_text())["sessions"][-1]["pids"]["tenacity client service"]
     os.kill(hung, signal.SIGSTOP)                    # alive but never answers
     try:

@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import EnvironmentMissing, UsageError
 from .fault_control import FaultControl
-from .processes import Service, ServiceNotReady, free_port
+from .processes import Service, free_port
 
 HOST = "127.0.0.1"
 READY_TIMEOUT = 30.0
@@ -38,7 +38,6 @@ def resolve_proxy(kind: str) -> str:
     if kind == "auto":
         return "envoy" if shutil.which("envoy") else "builtin"
     if kind == "envoy" and not shutil.which("envoy"):
-        from ..errors import EnvironmentMissing
         raise EnvironmentMissing("--proxy envoy needs an `envoy` binary on PATH",
                                  hint="install Envoy (https://www.envoyproxy.io/docs/envoy/latest/start/install) "
                                       "or use --proxy builtin")
@@ -145,12 +144,3 @@ class LocalBackend:
 
     def client_address(self, library: str) -> tuple[str, int]:
         return HOST, self.clients[library][1]
-
-    def client_alive(self, library: str) -> bool:
-        return self.clients[library][0].alive
-
-    def client_pid(self, library: str) -> int:
-        return self.clients[library][0].process.pid
-
-
-__all__ = ["LocalBackend", "LocalOptions", "ServiceNotReady", "resolve_proxy"]
