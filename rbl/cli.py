@@ -157,26 +157,43 @@ def compile_(spec: Path = SpecArg,
                                              "the scenario list to stdout."),
             fmt: str = typer.Option("json", "--format", "-f",
                                     help="Scenario list format: json (inside plan.json), jsonl or csv."),
-            force: bool = typer.Option(False, "--force", help="Overwrite an existing plan in the directory.")):
-    """Compile a spec into its plan: the ordered scenario list of Algorithm 1."""
+            force: bool = typer.Option(False, "--force",
+                                       help="Write into a directory rbl did not create, or over files "
+                                            "edited since rbl wrote them."),
+            image: list[str] = typer.Option([], "--image", metavar="NAME=REF",
+                                            help="Use another image: a base (python, envoy, maven, java; "
+                                                 "envoy=none for rbl's proxy) or a prebuilt one instead of "
+                                                 "building it (target, client-python, ...). Repeatable.")):
+    """Compile a spec into its plan (the ordered scenario list of Algorithm 1) and the files that
+    stand the experiment up: docker-compose.yaml, envoy/envoy.yaml and the docker build context."""
+    from .backends.artifacts import plan_deployment, write_artifacts
+    from .backends.output_dir import CompileDirectory
+
     if fmt not in FORMATS:
         raise UsageError(f"unknown format `{fmt}`", f"use one of {', '.join(FORMATS)}")
     space = _compile(spec).space
     if str(output) == "-":
+        if image:
+            raise UsageError("--image applies to the compose file, which `-o -` does not write")
         if fmt == "json":
             write_json_plan(plan_header(space), iter_scenario_lines(space), sys.stdout)
         else:
             write_scenarios(space, fmt, sys.stdout)
         return
-    if output.exists() and not output.is_dir():
-        raise UsageError(f"{output} exists and is not a directory")
-    existing = [output / n for n in ("plan.json", "scenarios.jsonl", "scenarios.csv") if (output / n).exists()]
-    if existing and not force:
-        raise UsageError(f"{existing[0]} already exists", "pass --force to overwrite it, or choose another -o")
-    for path in existing:
-        path.unlink()
+    header = plan_header(space)
+    deployment, images = plan_deployment(header, image)
+    directory = CompileDirectory(output, force)
+    directory.claim()
     files = write_plan(space, output, fmt)
-    typer.echo(f"wrote {', '.join(str(f) for f in files)} ({space.size} scenarios)", err=True)
+    files += write_artifacts(header, output, deployment, images)
+    directory.finish(files, header["source"]["path"])
+    if directory.previous:
+        typer.echo(f"note: replaced the previous compile of {directory.previous_spec or 'a spec'} in {output}",
+                   err=True)
+    for warning in deployment.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"wrote {output}: {', '.join(p.relative_to(output).as_posix() for p in files[:3])} "
+               f"and the docker build context ({space.size} scenarios)", err=True)
 
 
 @app.command()

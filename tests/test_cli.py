@@ -91,12 +91,18 @@ def test_compile_formats(cli, tmp_path, fmt):
     assert len(rows) == 90
 
 
-def test_compile_refuses_to_overwrite(cli, tmp_path):
+def test_compile_replaces_its_own_output_and_says_so(cli, tmp_path):
     assert cli("compile", QUICKSTART, "-o", tmp_path)[0] == 0
-    before = (tmp_path / "plan.json").read_text()
     code, _, err = cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path)
-    assert code == 2 and "already exists" in err and "--force" in err
-    assert (tmp_path / "plan.json").read_text() == before
+    assert code == 0 and "replaced the previous compile of" in err and "quickstart.rbl" in err
+    assert json.loads((tmp_path / "plan.json").read_text())["size"] == 210
+
+
+def test_compile_refuses_a_plan_it_did_not_write(cli, tmp_path):
+    (tmp_path / "plan.json").write_text("{}")
+    code, _, err = cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path)
+    assert code == 2 and "not written by `rbl compile`" in err and "--force" in err
+    assert (tmp_path / "plan.json").read_text() == "{}"
     assert cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path, "--force")[0] == 0
     assert json.loads((tmp_path / "plan.json").read_text())["size"] == 210
 

@@ -109,11 +109,11 @@ class LocalBackend:
         self.fault = FaultControl(HOST, self.admin_port)
 
     def _start_envoy(self, target_port: int) -> None:
-        from ..backends.envoy import write_envoy_config
+        from ..backends.envoy import EnvoyAddresses, write_envoy_config
         self.proxy_port, self.admin_port = free_port(), free_port()
-        config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", listen_port=self.proxy_port,
-                                    admin_port=self.admin_port, upstream_host=HOST, upstream_port=target_port,
-                                    bind_host=HOST)
+        addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=HOST,
+                                   upstream_port=target_port, bind_host=HOST)
+        config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", addresses)
         service = self._start("fault proxy (Envoy)", ["envoy", "-c", str(config), "--base-id-path",
                                                       str(self.logs / "envoy.base-id"), "--use-dynamic-base-id",
                                                       "--log-level", "warning"], "proxy.log")

@@ -1,0 +1,42 @@
+"""Everything `rbl compile -o DIR` writes besides the plan: the compose file, the Envoy config of
+the target container, and the docker build context the compose file references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .compose import BUILD_CONTEXT, COMPOSE_FILE, build_context_files, copy_rbl_package, render_compose
+from .deployment import ADMIN_PORT, HTTPBIN_PORT, PROXY_PORT, Deployment, built_image_names, deployment_for
+from .envoy import EnvoyAddresses, render_envoy_config
+from .images import ImageChoice, parse_image_overrides
+
+ENVOY_FILE = "envoy/envoy.yaml"
+# inside the target container: listen on its network, reach httpbin on its own loopback
+CONTAINER_ENVOY = EnvoyAddresses(listen_port=PROXY_PORT, admin_port=ADMIN_PORT, upstream_host="127.0.0.1",
+                                 upstream_port=HTTPBIN_PORT, bind_host="0.0.0.0")
+
+
+def plan_deployment(header: dict, image_overrides: list[str]) -> tuple[Deployment, ImageChoice]:
+    """The deployment of a plan; a bad --image raises UsageError before anything is written."""
+    images = parse_image_overrides(image_overrides, built_image_names(header))
+    return deployment_for(header, images), images
+
+
+def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images: ImageChoice) -> list[Path]:
+    texts = {COMPOSE_FILE: render_compose(header, deployment),
+             ENVOY_FILE: render_envoy_config(CONTAINER_ENVOY, node_id=deployment.project, fault=header["fault"])}
+    for name, text in build_context_files(deployment, images).items():
+        texts[f"{BUILD_CONTEXT}/{name}"] = text
+    written = []
+    for name, text in texts.items():
+        path = out_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if name.endswith(".sh"):
+            path.chmod(0o755)
+        written.append(path)
+    if deployment.needs_rbl_source:
+        package = out_dir / BUILD_CONTEXT / "rbl" / "rbl"
+        copy_rbl_package(package)
+        written.extend(p for p in sorted(package.rglob("*")) if p.is_file())
+    return written

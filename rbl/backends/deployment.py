@@ -1,0 +1,161 @@
+"""The containers a plan needs, as data: one model that the compose template renders and the
+docker backend (issue 6) runs, so the two cannot describe different services.
+
+The layout follows the seed paper's run-time architecture (section 4.1): one target container
+holding the fault proxy and httpbin together (so the proxy's filtering does not lower the
+target's share of the machine, and the proxy stays invisible to the clients), one container per
+client library the plan uses, and the runner on the host talking to published loopback ports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .images import ImageChoice
+
+PROXY_PORT = 9211       # the fault proxy's data port (the paper's `server:9211`)
+ADMIN_PORT = 9901       # the proxy's admin API (DESIGN 5.1)
+HTTPBIN_PORT = 8000     # httpbin, reachable only from inside the target container
+CLIENT_PORT = 8080      # every client service, inside its own container
+FIRST_CLIENT_HOST_PORT = 18081
+TARGET_SERVICE = "target"
+ENVOY_CONFIG_IN_CONTAINER = "/etc/rbl/envoy.yaml"
+
+
+@dataclass(frozen=True)
+class ClientRecipe:
+    """How rbl builds and starts the client service of one kind (the library's `client`)."""
+    image: str                   # built image name, e.g. client-python
+    dockerfile: str | None       # template under templates/docker/, None: rbl ships no such client
+    base_args: tuple[str, ...]   # the base images the Dockerfile takes as build args
+    command: tuple[str, ...]     # arguments after the image's entrypoint; {library}, {listen}
+    healthcheck: tuple[str, ...]
+
+
+PYTHON_HEALTHCHECK = ("CMD", "python", "-c",
+                      "import urllib.request as u; u.urlopen('http://127.0.0.1:{port}/health', timeout=2)")
+
+CLIENT_RECIPES = {
+    "python": ClientRecipe("client-python", "client-python.Dockerfile", ("python",),
+                           ("--library", "{library}", "--listen", "{listen}"), PYTHON_HEALTHCHECK),
+}
+
+
+@dataclass(frozen=True)
+class Build:
+    dockerfile: str
+    args: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    role: str                          # target | client
+    image: str
+    build: Build | None                # None: a prebuilt image (the user's, or one rbl cannot build)
+    command: tuple[str, ...]
+    ports: tuple[tuple[int, int], ...]  # (host port on 127.0.0.1, container port)
+    healthcheck: tuple[str, ...]
+    environment: dict[str, str] = field(default_factory=dict)
+    volumes: tuple[tuple[str, str], ...] = ()     # (path relative to the compiled dir, container path)
+    library: str | None = None
+    depends_on: tuple[str, ...] = ()
+    note: str | None = None            # why a service cannot be built, shown in the compose file
+
+
+@dataclass(frozen=True)
+class Deployment:
+    project: str
+    services: tuple[Service, ...]
+    dockerfiles: tuple[str, ...]       # the Dockerfile templates the services use
+    needs_rbl_source: bool             # some image installs rbl itself (target, Python clients)
+    warnings: tuple[str, ...]
+
+    def service(self, name: str) -> Service:
+        return next(s for s in self.services if s.name == name)
+
+
+def project_name(plan_name: str) -> str:
+    """A compose project name (lowercase letters, digits, `-`, `_`) derived from the plan's."""
+    slug = re.sub(r"[^a-z0-9_-]+", "-", plan_name.lower()).strip("-_")
+    return f"rbl-{slug or 'space'}"
+
+
+def client_libraries(header: dict) -> list[tuple[str, str]]:
+    """(library, client service kind) pairs of the plan, in first-use order, once each."""
+    seen: dict[str, str] = {}
+    for client in header["clients"]:
+        seen.setdefault(client["library"], client["service"])
+    return list(seen.items())
+
+
+def client_image_name(kind: str) -> str:
+    recipe = CLIENT_RECIPES.get(kind)
+    # a user-declared library may name any client kind: keep image names valid references
+    return recipe.image if recipe else "client-" + (re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") or "unnamed")
+
+
+def built_image_names(header: dict) -> list[str]:
+    names = ["target"]
+    for _, kind in client_libraries(header):
+        name = client_image_name(kind)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def deployment_for(header: dict, images: ImageChoice) -> Deployment:
+    services = [_target_service(header, images)]
+    dockerfiles = [] if images.is_prebuilt("target") else ["target.Dockerfile"]
+    warnings = []
+    for index, (library, kind) in enumerate(client_libraries(header)):
+        service = _client_service(library, kind, FIRST_CLIENT_HOST_PORT + index, images)
+        services.append(service)
+        if service.build and service.build.dockerfile not in dockerfiles:
+            dockerfiles.append(service.build.dockerfile)
+        if service.note:
+            warnings.append(service.note)
+    needs_rbl_source = any(s.build and s.build.dockerfile in ("target.Dockerfile", "client-python.Dockerfile")
+                           for s in services)
+    return Deployment(project_name(header["name"]), tuple(services), tuple(dockerfiles),
+                      needs_rbl_source, tuple(warnings))
+
+
+def _target_service(header: dict, images: ImageChoice) -> Service:
+    build = None
+    if not images.is_prebuilt("target"):
+        args = {"PYTHON_IMAGE": images.bases["python"]}
+        if images.with_envoy:
+            args["ENVOY_IMAGE"] = images.bases["envoy"]
+        build = Build("target.Dockerfile", args)
+    check = ("import urllib.request as u; "
+             f"u.urlopen('http://127.0.0.1:{ADMIN_PORT}/ready', timeout=2); "
+             f"u.urlopen('http://127.0.0.1:{PROXY_PORT}/status/200', timeout=2)")
+    return Service(
+        name=TARGET_SERVICE, role="target", image=images.image_for("target"), build=build, command=(),
+        ports=((PROXY_PORT, PROXY_PORT), (ADMIN_PORT, ADMIN_PORT)),
+        healthcheck=("CMD", "python", "-c", check),
+        environment={"RBL_PROXY": "auto" if images.with_envoy else "builtin",
+                     "BIND_HOST": "0.0.0.0", "PROXY_PORT": str(PROXY_PORT), "ADMIN_PORT": str(ADMIN_PORT),
+                     "HTTPBIN_PORT": str(HTTPBIN_PORT)},
+        volumes=(("envoy/envoy.yaml", ENVOY_CONFIG_IN_CONTAINER),),
+    )
+
+
+def _client_service(library: str, kind: str, host_port: int, images: ImageChoice) -> Service:
+    recipe = CLIENT_RECIPES.get(kind)
+    image_name = client_image_name(kind)
+    common = dict(name=f"client-{library}", role="client", image=images.image_for(image_name),
+                  ports=((host_port, CLIENT_PORT),), library=library, depends_on=(TARGET_SERVICE,))
+    if recipe is None:
+        note = None
+        if not images.is_prebuilt(image_name):
+            note = (f"rbl ships no `{kind}` client service yet: build one that speaks rbl client protocol v1 "
+                    f"(DESIGN 5.2) on port {CLIENT_PORT} and pass --image {image_name}=REF")
+        return Service(**common, build=None, command=(), healthcheck=(), note=note)
+    fill = {"library": library, "listen": f"0.0.0.0:{CLIENT_PORT}", "port": CLIENT_PORT}
+    build = None if images.is_prebuilt(image_name) else Build(
+        recipe.dockerfile, {f"{base.upper()}_IMAGE": images.bases[base] for base in recipe.base_args})
+    return Service(**common, build=build, command=tuple(a.format(**fill) for a in recipe.command),
+                   healthcheck=tuple(a.format(**fill) for a in recipe.healthcheck))

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Starts httpbin (gunicorn, loopback only: the clients reach it through the proxy) and then the
+# fault proxy in the foreground: Envoy with the mounted config when the image has it and
+# RBL_PROXY is not `builtin`, otherwise rbl's built-in proxy with the same admin API.
+set -eu
+: "${BIND_HOST:=0.0.0.0}" "${PROXY_PORT:=9211}" "${ADMIN_PORT:=9901}" "${HTTPBIN_PORT:=8000}"
+: "${HTTPBIN_WORKERS:=2}" "${HTTPBIN_THREADS:=16}" "${RBL_PROXY:=auto}"
+: "${ENVOY_CONFIG:=/etc/rbl/envoy.yaml}"
+
+gunicorn --bind "127.0.0.1:${HTTPBIN_PORT}" --workers "${HTTPBIN_WORKERS}" --worker-class gthread \
+    --threads "${HTTPBIN_THREADS}" --graceful-timeout 2 httpbin:app &
+
+if [ "${RBL_PROXY}" != builtin ] && command -v envoy >/dev/null 2>&1; then
+    exec envoy -c "${ENVOY_CONFIG}" --log-level warning
+fi
+set -- --listen "${BIND_HOST}:${PROXY_PORT}" --admin "${BIND_HOST}:${ADMIN_PORT}" --upstream "127.0.0.1:${HTTPBIN_PORT}"
+if [ -n "${RBL_PROXY_SEED:-}" ]; then
+    set -- "$@" --seed "${RBL_PROXY_SEED}"
+fi
+exec python -m rbl.services.fault_proxy "$@"

@@ -1,0 +1,18 @@
+# The target container (seed paper, section 4.1): httpbin and the fault proxy share it.
+# Build args: PYTHON_IMAGE, and ENVOY_IMAGE unless the image is built without Envoy.
+{% if with_envoy %}
+ARG ENVOY_IMAGE
+{% endif %}
+ARG PYTHON_IMAGE
+{% if with_envoy %}
+FROM ${ENVOY_IMAGE} AS envoy
+{% endif %}
+FROM ${PYTHON_IMAGE}
+{% if with_envoy %}
+COPY --from=envoy /usr/local/bin/envoy /usr/local/bin/envoy
+{% endif %}
+COPY rbl /opt/rbl
+RUN pip install --no-cache-dir /opt/rbl
+COPY target-entrypoint.sh /usr/local/bin/rbl-target
+RUN chmod 0755 /usr/local/bin/rbl-target
+ENTRYPOINT ["/usr/local/bin/rbl-target"]

@@ -1,0 +1,54 @@
+// artifact-check validates the deployment artifacts `rbl compile` writes, with the real
+// implementations' own code instead of an Envoy binary or a Docker engine:
+//
+//	artifact-check envoy FILE...   Envoy bootstraps, checked as Envoy checks them at start-up
+//	artifact-check compose FILE    a compose file, loaded as Docker Compose v2 loads it
+//	                               (compose-go: schema, interpolation, normalisation); the
+//	                               resolved project is printed as JSON on stdout
+//
+// Exit 0: valid; 1: invalid (reasons printed); 2: usage.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 3 {
+		usage()
+	}
+	files := os.Args[2:]
+	switch os.Args[1] {
+	case "envoy":
+		os.Exit(checkEnvoyFiles(files))
+	case "compose":
+		if len(files) != 1 {
+			usage()
+		}
+		os.Exit(checkCompose(files[0]))
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: artifact-check envoy FILE... | artifact-check compose FILE")
+	os.Exit(2)
+}
+
+func checkEnvoyFiles(paths []string) int {
+	status := 0
+	for _, path := range paths {
+		errs := validateEnvoyFile(path)
+		for _, err := range errs {
+			fmt.Printf("%s: %v\n", path, err)
+		}
+		if len(errs) > 0 {
+			status = 1
+		} else {
+			fmt.Printf("%s: ok\n", path)
+		}
+	}
+	return status
+}
