@@ -53,7 +53,7 @@ def main() -> int:
                         help="gunicorn workers (default: rbl run's, one per core)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as logs, \
-            LocalBackend(Path(logs), [], LocalOptions(workers=args.workers, proxy="builtin")) as backend:
+            LocalBackend(Path(logs), {}, LocalOptions(workers=args.workers, proxy="builtin")) as backend:
         load(backend.target_port, 50, 1.0)                               # warm up both paths
         load(backend.proxy_port, 50, 1.0)
         ratios, direct_rps, proxy_rps, added_ms = [], [], [], []

@@ -57,7 +57,7 @@ def main() -> int:
     header = plan_header(space)
     with tempfile.TemporaryDirectory() as work:
         run = RunDirectory.create(Path(work) / "run", header, iter_scenario_lines(space))
-        with LocalBackend(run.logs, ["tenacity", "pybreaker"], LocalOptions(proxy="builtin", seed=1)) as backend, \
+        with LocalBackend(run.logs, {"tenacity": "python", "pybreaker": "python"}, LocalOptions(proxy="builtin", seed=1)) as backend, \
                 RunProgress(Console(file=io.StringIO()), header["size"], header["rounds"]) as progress:
             outcome = Executor(run, backend, header, progress).execute()
     overheads = sorted(t.overhead_s * 1000 for t in outcome.timings)

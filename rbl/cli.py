@@ -213,7 +213,10 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                                                  "decisions [default: random, recorded]."),
         round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0,
                                             help="Seconds a virtual user may take before its round "
-                                                 "counts as failed and its client is restarted.")):
+                                                 "counts as failed and its client is restarted."),
+        client_jar: list[str] = typer.Option([], "--client-jar", metavar="LIBRARY=JAR",
+                                             help="Run this jar as the library's client service instead of "
+                                                  "building clients/<kind> (e.g. resilience4j=my.jar).")):
     """Run a test space on this machine: httpbin, the fault proxy and client services as local
     processes; results in a run directory (results.jsonl, results.csv, manifest, logs)."""
     from rich.console import Console
@@ -222,7 +225,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     from .runner.run import default_run_dir, load_plan_file, resume_run, start_run
 
     resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
-    options = LocalOptions(threads=threads, proxy=proxy, seed=seed)
+    options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=_client_jars(client_jar))
     if workers is not None:
         options.workers = workers
     console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -242,6 +245,16 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         header, lines = plan_header(space), iter_scenario_lines(space)
     out = output or default_run_dir(header["name"])
     raise typer.Exit(start_run(header, lines, out, options, console, round_timeout))
+
+
+def _client_jars(items: list[str]) -> dict[str, Path]:
+    jars = {}
+    for item in items:
+        library, sep, path = item.partition("=")
+        if not sep or not library or not path:
+            raise UsageError(f"--client-jar expects LIBRARY=JAR, got {item!r}", "for example resilience4j=client.jar")
+        jars[library] = Path(path)
+    return jars
 
 
 @app.command()

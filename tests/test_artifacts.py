@@ -253,7 +253,7 @@ def test_every_package_is_listed_in_pyproject():
     import tomllib
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "rbl").rglob("__init__.py")}
-    assert found | {"rbl.templates"} == listed
+    assert found | {"rbl.templates", "rbl.clients"} == listed
 
 
 def test_a_wheel_built_from_the_repo_renders_the_templates(tmp_path):

@@ -6,9 +6,11 @@ health-checked with a timeout, and stop in reverse order on success, failure or 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ class LocalOptions:
                                      # 150 virtual users are not queued behind 4 sync workers)
     proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
     seed: int | None = None          # the built-in proxy's fault decision seed
+    client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
 
 
 def resolve_proxy(kind: str) -> str:
@@ -45,9 +48,9 @@ def resolve_proxy(kind: str) -> str:
 
 
 class LocalBackend:
-    def __init__(self, logs: Path, libraries: list[str], options: LocalOptions):
+    def __init__(self, logs: Path, libraries: dict[str, str], options: LocalOptions):
         self.logs = logs
-        self.libraries = libraries
+        self.libraries = libraries           # library -> its client service kind (the catalogue's `client`)
         self.options = options
         self.proxy_kind = resolve_proxy(options.proxy)
         self.services: list[Service] = []
@@ -120,9 +123,14 @@ class LocalBackend:
         service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
 
     def start_client(self, library: str) -> None:
-        service = self._start(f"{library} client service",
-                              [sys.executable, "-m", "rbl.services.python_client", "--library", library,
-                               "--listen", f"{HOST}:0"], f"client-{library}.log")
+        kind = self.libraries[library]
+        if kind == "python":
+            argv = [sys.executable, "-m", "rbl.services.python_client", "--library", library]
+        elif kind == "resilience4j":
+            argv = ["java", "-jar", str(self.options.client_jars[library])]
+        else:
+            raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
+        service = self._start(f"{library} client service", argv + ["--listen", f"{HOST}:0"], f"client-{library}.log")
         (port,) = service.read_announcement("listening", READY_TIMEOUT)
         service.wait_http(f"http://{HOST}:{port}/health", READY_TIMEOUT)
         self.clients[library] = (service, int(port))
@@ -137,6 +145,17 @@ class LocalBackend:
     def pids(self) -> dict[str, int]:
         """The running services' process ids (recorded in the manifest, for whoever needs to look)."""
         return {service.name: service.process.pid for service in self.services}
+
+    def client_versions(self) -> dict[str, str | None]:
+        """The library versions the client services report on /health."""
+        versions = {}
+        for library, (_, port) in self.clients.items():
+            try:
+                with urllib.request.urlopen(f"http://{HOST}:{port}/health", timeout=5) as response:
+                    versions[library] = json.load(response).get("version")
+            except (OSError, ValueError):
+                versions[library] = None
+        return versions
 
     # -- addresses ---------------------------------------------------------------------------
     def target_url(self, path: str) -> str:

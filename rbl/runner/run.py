@@ -23,6 +23,7 @@ from rich.console import Console
 
 from .. import __version__
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
+from .client_builds import BUILT_CLIENTS, client_jar
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .local import LocalBackend, LocalOptions
 from .progress import RunProgress
@@ -58,9 +59,19 @@ def load_plan_file(path: Path) -> tuple[dict, Iterable[str]]:
     return header, (line.rstrip("\n") for line in lines.open(encoding="utf-8") if line.strip())
 
 
+def prepare_clients(header: dict, options: LocalOptions, console: Console) -> None:
+    """Build (or find in the cache) the jars of the plan's Java clients, before anything starts."""
+    for client in header["clients"]:
+        library, kind = client["library"], client["service"]
+        if kind in BUILT_CLIENTS:
+            options.client_jars[library] = client_jar(kind, options.client_jars.get(library),
+                                                      say=lambda text: console.print(text, highlight=False))
+
+
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
               console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
-    check_requirements(header["clients"])
+    check_requirements(header["clients"], options.client_jars)
+    prepare_clients(header, options, console)
     run = RunDirectory.create(out, header, scenario_lines)
     console.print(f"run directory: {out}", highlight=False)
     return _execute(run, header, options, console, round_timeout)
@@ -73,7 +84,8 @@ def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: 
     if spec_sha256 and header["source"]["sha256"] != spec_sha256:
         raise UsageError(f"the spec changed since {out} was started",
                          hint="resume without the spec argument, or start a new run")
-    check_requirements(header["clients"])
+    check_requirements(header["clients"], options.client_jars)
+    prepare_clients(header, options, console)
     console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done", highlight=False)
     return _execute(run, header, options, console, round_timeout)
 
@@ -93,8 +105,8 @@ def _sigterm_as_interrupt():
 def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Console, round_timeout: float) -> int:
     if options.seed is None:
         options.seed = random.randrange(2**32)
-    libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
-    manifest = run.read_manifest() or _new_manifest(header, libraries)
+    libraries = {c["library"]: c["service"] for c in header["clients"]}
+    manifest = run.read_manifest() or _new_manifest(header, list(libraries))
     session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
                "target_workers": options.workers, "target_threads": options.threads,
                "status": "running"}
@@ -106,6 +118,9 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
         with _sigterm_as_interrupt(), LocalBackend(run.logs, libraries, options) as backend:
             session["proxy"] = backend.proxy_kind
             session["pids"] = backend.pids()
+            for library, reported in backend.client_versions().items():   # e.g. the JVM client's library
+                if manifest["versions"].get(library) is None:
+                    manifest["versions"][library] = reported
             run.write_manifest(manifest)
             with RunProgress(console, header["size"], header["rounds"]) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout)

@@ -1,0 +1,152 @@
+package dev.rbl.client;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/** Runs virtual users' jobs in the paper's loop and reports raw observations (protocol v1). */
+final class ClientService {
+    static final int PROTOCOL = 1;
+    private static final int SHARED_INSTANCES_KEPT = 256;
+
+    final String version;
+    // share: client keeps one pattern instance per key across virtual users (least recently used out)
+    private final Map<String, Strategies.Decorator> shared = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Strategies.Decorator> eldest) {
+            return size() > SHARED_INSTANCES_KEPT;
+        }
+    };
+
+    ClientService(String version) {
+        this.version = version;
+    }
+
+    String health() {
+        StringBuilder out = new StringBuilder("{\"protocol\":1,\"library\":\"resilience4j\",\"version\":")
+                .append(Json.quote(version)).append(",\"patterns\":[");
+        for (int i = 0; i < Strategies.PATTERNS.size(); i++) {
+            out.append(i == 0 ? "" : ",").append(Json.quote(Strategies.PATTERNS.get(i)));
+        }
+        return out.append("]}").toString();
+    }
+
+    private Strategies.Decorator decorator(Job job, int position) {
+        Job.Step step = job.strategy().get(position);
+        if (job.share().equals("user")) {
+            return Strategies.build(step.pattern(), step.params());
+        }
+        String key = job.instance() + "\u0000" + position + "\u0000" + step.pattern() + "\u0000"
+                + new TreeMap<>(step.params());
+        synchronized (shared) {
+            Strategies.Decorator decorator = shared.get(key);
+            if (decorator == null) {
+                decorator = Strategies.build(step.pattern(), step.params());
+                shared.put(key, decorator);
+            }
+            return decorator;
+        }
+    }
+
+    String run(Job job) {
+        List<Strategies.Decorator> decorators = new ArrayList<>();
+        for (int i = 0; i < job.strategy().size(); i++) {
+            decorators.add(decorator(job, i));
+        }
+        long started = System.nanoTime();
+        Target target = new Target(job.targetUrl(), started);
+        Strategies.Call call = target::send;
+        for (int i = decorators.size() - 1; i >= 0; i--) {       // outermost first in the job
+            call = decorators.get(i).wrap(call);
+        }
+        CallLog log = new CallLog();
+        long deadline = job.maxDurationMs() == null ? Long.MAX_VALUE : started + job.maxDurationMs() * 1_000_000L;
+        String stoppedBy;
+        while (true) {
+            if (log.successfulCalls >= job.successes()) {
+                stoppedBy = "successes";
+                break;
+            }
+            if (log.requests >= job.maxRequests()) {
+                stoppedBy = "max_requests";
+                break;
+            }
+            if (System.nanoTime() >= deadline) {
+                stoppedBy = "max_duration";
+                break;
+            }
+            target.sent = new ArrayList<>();
+            boolean ok;
+            try {
+                call.run();
+                ok = true;
+            } catch (Error fatal) {
+                throw fatal;
+            } catch (Throwable failed) {        // a failed call, whatever the library threw
+                ok = false;
+            }
+            log.add(ok, target.sent);
+            if (target.sent.isEmpty()) {
+                Thread.yield();                 // rejected without a request (open breaker): let others run
+            }
+        }
+        long totalUs = (System.nanoTime() - started) / 1000;
+        return "{\"protocol\":1,\"library\":\"resilience4j\",\"version\":" + Json.quote(version)
+                + ",\"vu\":" + job.vu() + ",\"total_us\":" + totalUs + ",\"stopped_by\":\"" + stoppedBy
+                + "\",\"calls\":" + log.toJson() + "}";
+    }
+
+    /** Calls as the protocol reports them; request-less calls in a row are run-length encoded. */
+    static final class CallLog {
+        private final StringBuilder json = new StringBuilder("[");
+        private boolean first = true;
+        private Boolean pendingOk;          // a run of request-less calls not yet written
+        private long pendingRepeat;
+        long successfulCalls;
+        long requests;
+
+        void add(boolean ok, List<long[]> sent) {
+            requests += sent.size();
+            if (ok) {
+                successfulCalls++;
+            }
+            if (sent.isEmpty()) {
+                if (pendingOk != null && pendingOk == ok) {
+                    pendingRepeat++;
+                    return;
+                }
+                flush();
+                pendingOk = ok;
+                pendingRepeat = 1;
+                return;
+            }
+            flush();
+            StringBuilder call = new StringBuilder("{\"ok\":").append(ok).append(",\"requests\":[");
+            for (int i = 0; i < sent.size(); i++) {
+                long[] r = sent.get(i);
+                call.append(i == 0 ? "[" : ",[").append(r[0]).append(',').append(r[1]).append(',').append(r[2]).append(']');
+            }
+            append(call.append("]}").toString());
+        }
+
+        private void flush() {
+            if (pendingOk == null) {
+                return;
+            }
+            append("{\"ok\":" + pendingOk + ",\"requests\":[]" + (pendingRepeat > 1 ? ",\"repeat\":" + pendingRepeat : "") + "}");
+            pendingOk = null;
+        }
+
+        private void append(String call) {
+            json.append(first ? "" : ",").append(call);
+            first = false;
+        }
+
+        String toJson() {
+            flush();
+            return json + "]";
+        }
+    }
+}

@@ -1,0 +1,208 @@
+package dev.rbl.client;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Just enough JSON for protocol v1: objects become Maps, arrays Lists, integers Long, other numbers Double. */
+final class Json {
+    private final String text;
+    private int pos;
+
+    private Json(String text) {
+        this.text = text;
+    }
+
+    static Object parse(String text) {
+        Json parser = new Json(text);
+        parser.skipSpace();
+        Object value = parser.value();
+        parser.skipSpace();
+        if (parser.pos != text.length()) {
+            throw parser.error("unexpected text after the value");
+        }
+        return value;
+    }
+
+    /** A JSON string literal. */
+    static String quote(String value) {
+        StringBuilder out = new StringBuilder(value.length() + 2).append('"');
+        for (int i = 0; i < value.length(); i++) {
+            char c = value.charAt(i);
+            switch (c) {
+                case '"' -> out.append("\\\"");
+                case '\\' -> out.append("\\\\");
+                case '\n' -> out.append("\\n");
+                case '\r' -> out.append("\\r");
+                case '\t' -> out.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        out.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        out.append(c);
+                    }
+                }
+            }
+        }
+        return out.append('"').toString();
+    }
+
+    private Object value() {
+        if (pos >= text.length()) {
+            throw error("unexpected end of input");
+        }
+        char c = text.charAt(pos);
+        switch (c) {
+            case '{': return object();
+            case '[': return array();
+            case '"': return string();
+            case 't': return literal("true", Boolean.TRUE);
+            case 'f': return literal("false", Boolean.FALSE);
+            case 'n': return literal("null", null);
+            default:
+                if (c == '-' || (c >= '0' && c <= '9')) {
+                    return number();
+                }
+                throw error("unexpected character '" + c + "'");
+        }
+    }
+
+    private Map<String, Object> object() {
+        Map<String, Object> map = new LinkedHashMap<>();
+        pos++;
+        skipSpace();
+        if (peek('}')) {
+            pos++;
+            return map;
+        }
+        while (true) {
+            skipSpace();
+            if (!peek('"')) {
+                throw error("expected a string key");
+            }
+            String key = string();
+            skipSpace();
+            expect(':');
+            skipSpace();
+            map.put(key, value());
+            skipSpace();
+            if (peek(',')) {
+                pos++;
+            } else {
+                expect('}');
+                return map;
+            }
+        }
+    }
+
+    private List<Object> array() {
+        List<Object> list = new ArrayList<>();
+        pos++;
+        skipSpace();
+        if (peek(']')) {
+            pos++;
+            return list;
+        }
+        while (true) {
+            skipSpace();
+            list.add(value());
+            skipSpace();
+            if (peek(',')) {
+                pos++;
+            } else {
+                expect(']');
+                return list;
+            }
+        }
+    }
+
+    private String string() {
+        StringBuilder out = new StringBuilder();
+        pos++;
+        while (pos < text.length()) {
+            char c = text.charAt(pos++);
+            if (c == '"') {
+                return out.toString();
+            }
+            if (c != '\\') {
+                out.append(c);
+                continue;
+            }
+            if (pos >= text.length()) {
+                break;
+            }
+            char e = text.charAt(pos++);
+            switch (e) {
+                case 'n' -> out.append('\n');
+                case 't' -> out.append('\t');
+                case 'r' -> out.append('\r');
+                case 'b' -> out.append('\b');
+                case 'f' -> out.append('\f');
+                case 'u' -> {
+                    if (pos + 4 > text.length()) {
+                        throw error("bad \\u escape");
+                    }
+                    out.append((char) Integer.parseInt(text.substring(pos, pos + 4), 16));
+                    pos += 4;
+                }
+                default -> out.append(e);
+            }
+        }
+        throw error("unterminated string");
+    }
+
+    private Object number() {
+        int start = pos;
+        if (peek('-')) {
+            pos++;
+        }
+        boolean integral = true;
+        while (pos < text.length()) {
+            char c = text.charAt(pos);
+            if (c >= '0' && c <= '9') {
+                pos++;
+            } else if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+                integral = false;
+                pos++;
+            } else {
+                break;
+            }
+        }
+        String literal = text.substring(start, pos);
+        try {
+            return integral ? (Object) Long.parseLong(literal) : (Object) Double.parseDouble(literal);
+        } catch (NumberFormatException e) {
+            throw error("bad number " + literal);
+        }
+    }
+
+    private Object literal(String word, Object value) {
+        if (!text.startsWith(word, pos)) {
+            throw error("unexpected token");
+        }
+        pos += word.length();
+        return value;
+    }
+
+    private boolean peek(char c) {
+        return pos < text.length() && text.charAt(pos) == c;
+    }
+
+    private void expect(char c) {
+        if (!peek(c)) {
+            throw error("expected '" + c + "'");
+        }
+        pos++;
+    }
+
+    private void skipSpace() {
+        while (pos < text.length() && Character.isWhitespace(text.charAt(pos))) {
+            pos++;
+        }
+    }
+
+    private JobError error(String message) {
+        return new JobError("the body is not JSON: " + message + " at offset " + pos);
+    }
+}

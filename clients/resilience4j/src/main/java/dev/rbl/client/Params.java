@@ -1,0 +1,85 @@
+package dev.rbl.client;
+
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * A pattern's library-native parameters from the job, read with their types. Every parameter must
+ * be read by the pattern's builder: one that is not is an error, so a parameter this client does
+ * not map can never be ignored silently.
+ */
+final class Params {
+    private final String pattern;
+    private final Map<String, Object> values;
+    private final Set<String> read = new HashSet<>();
+
+    Params(String pattern, Map<String, Object> values) {
+        this.pattern = pattern;
+        this.values = values;
+    }
+
+    long integer(String name, long fallback) {
+        Object value = take(name);
+        if (value == null) {
+            return fallback;
+        }
+        if (!(value instanceof Long number)) {
+            throw new JobError(pattern + " `" + name + "` must be an integer, got " + value);
+        }
+        return number;
+    }
+
+    Long optionalInteger(String name) {
+        return values.get(name) == null ? null : integer(name, 0);
+    }
+
+    double number(String name, double fallback) {
+        Object value = take(name);
+        if (value == null) {
+            return fallback;
+        }
+        if (!(value instanceof Number number)) {
+            throw new JobError(pattern + " `" + name + "` must be a number, got " + value);
+        }
+        return number.doubleValue();
+    }
+
+    boolean bool(String name, boolean fallback) {
+        Object value = take(name);
+        if (value == null) {
+            return fallback;
+        }
+        if (!(value instanceof Boolean flag)) {
+            throw new JobError(pattern + " `" + name + "` must be true or false, got " + value);
+        }
+        return flag;
+    }
+
+    String choice(String name, String fallback, List<String> allowed) {
+        Object value = take(name);
+        if (value == null) {
+            return fallback;
+        }
+        if (!(value instanceof String text) || !allowed.contains(text)) {
+            throw new JobError(pattern + " `" + name + "` must be one of " + String.join(", ", allowed) + ", got " + value);
+        }
+        return text;
+    }
+
+    /** Call after reading every parameter the pattern knows. */
+    void requireAllRead() {
+        for (String name : values.keySet()) {
+            if (!read.contains(name)) {
+                throw new JobError("resilience4j " + pattern + " has no parameter `" + name + "`; it has "
+                        + String.join(", ", read));
+            }
+        }
+    }
+
+    private Object take(String name) {
+        read.add(name);
+        return values.get(name);
+    }
+}
