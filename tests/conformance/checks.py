@@ -1,0 +1,167 @@
+"""The conformance checks: each takes a client service URL (any language, any library), drives it
+through rbl client protocol v1 against the real fault proxy and httpbin, and raises
+AssertionError when the service breaks the protocol or the semantics of the configuration it was
+given. Timing tolerance: a measured wait may be at most WAIT_EARLY_MS shorter and WAIT_LATE_MS
+longer than configured (scheduling and the request's own time on a loaded 2-core machine)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from urllib.parse import urlsplit
+
+from .profiles import Profile
+
+WAIT_EARLY_MS = 1.0
+WAIT_LATE_MS = 20.0
+
+
+def post(url: str, path: str, body: dict | None = None, method: str = "POST") -> tuple[int, dict]:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.request(method, path, body=json.dumps(body) if body is not None else None,
+                           headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        connection.close()
+
+
+def run_job(url: str, proxy, strategy: list[dict], **fields) -> dict:
+    job = {"strategy": strategy, "target_url": f"http://127.0.0.1:{proxy.data_port}/bytes/100", "successes": 3,
+           "max_requests": 50, "share": "user", "instance": "conformance", "vu": 1, **fields}
+    status, reply = post(url, "/run", job)
+    assert status == 200, f"POST /run answered {status}: {reply}"
+    return reply
+
+
+def expand(calls: list[dict]) -> list[dict]:
+    """Undo the run-length encoding of request-less calls."""
+    return [call for call in calls for _ in range(call.get("repeat", 1))]
+
+
+def gaps_ms(requests: list[list[int]]) -> list[float]:
+    """The wait between the end of each request and the start of the next."""
+    return [(b[0] - (a[0] + a[1])) / 1000 for a, b in zip(requests, requests[1:])]
+
+
+def assert_waits(measured: list[float], expected: list[float], what: str) -> None:
+    assert len(measured) == len(expected), f"{what}: {len(measured)} waits, expected {len(expected)}"
+    for got, want in zip(measured, expected):
+        assert want - WAIT_EARLY_MS <= got <= want + WAIT_LATE_MS, \
+            f"{what}: waits {[round(g, 1) for g in measured]} ms, configured {expected} ms"
+
+
+# -- protocol ---------------------------------------------------------------------------------------
+def check_health(url: str, profile: Profile) -> None:
+    status, health = post(url, "/health", method="GET")
+    assert status == 200, f"GET /health answered {status}"
+    assert health["protocol"] == 1
+    assert health["library"] == profile.library
+    assert set(profile.patterns) <= set(health["patterns"]), health["patterns"]
+    assert isinstance(health["version"], str) and health["version"] not in ("", "unknown")
+
+
+def check_reply_shape(url: str, proxy, profile: Profile) -> None:
+    proxy.set_fault(abort__abort_percent=0)
+    reply = run_job(url, proxy, [], successes=3, vu=7)
+    assert reply["protocol"] == 1 and reply["library"] == profile.library and reply["vu"] == 7
+    assert reply["stopped_by"] == "successes"
+    assert isinstance(reply["total_us"], int) and reply["total_us"] > 0
+    starts = []
+    for call in reply["calls"]:
+        assert isinstance(call["ok"], bool) and isinstance(call["requests"], list)
+        for request in call["requests"]:
+            assert len(request) == 3 and all(isinstance(v, int) for v in request), request
+            starts.append(request[0])
+    assert starts == sorted(starts), "request start times must not go backwards"
+    assert reply["total_us"] >= sum(r[1] for c in reply["calls"] for r in c["requests"])
+
+
+def check_bad_jobs_are_rejected(url: str, proxy) -> None:
+    target = f"http://127.0.0.1:{proxy.data_port}/bytes/100"
+    for bad in ({"strategy": [{"pattern": "no_such_pattern", "params": {}}]}, {"successes": 0},
+                {"share": "everyone"}, {"target_url": "ftp://x/"}):
+        job = {"strategy": [], "target_url": target, "successes": 1, "max_requests": 5, "vu": 1, **bad}
+        status, reply = post(url, "/run", job)
+        assert status == 400 and reply.get("error"), f"{bad} answered {status}: {reply}"
+
+
+# -- semantics ----------------------------------------------------------------------------------------
+def check_baseline_sends_one_request_per_call(url: str, proxy) -> None:
+    proxy.set_fault(abort__abort_percent=50, abort__http_status=503)
+    reply = run_job(url, proxy, [], successes=15, max_requests=200)
+    calls = expand(reply["calls"])
+    assert all(len(c["requests"]) == 1 for c in calls), "baseline: a call must be exactly one request"
+    assert all(c["ok"] == (200 <= c["requests"][0][2] < 300) for c in calls)
+    assert sum(c["ok"] for c in calls) == 15 and reply["stopped_by"] == "successes"
+    assert any(not c["ok"] for c in calls), "with a 50% abort fault some calls must fail"
+
+
+def check_retry_makes_exactly_k_requests(url: str, proxy, profile: Profile, attempts: int = 3) -> None:
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    reply = run_job(url, proxy, [{"pattern": "retry", "params": profile.retry_fixed(attempts, 1)}],
+                    max_requests=attempts * 3)
+    calls = expand(reply["calls"])
+    assert [len(c["requests"]) for c in calls] == [attempts] * 3, \
+        f"retry with {attempts} attempts under a 100% abort: requests per call {[len(c['requests']) for c in calls]}"
+    assert all(not c["ok"] and all(r[2] == 503 for r in c["requests"]) for c in calls)
+
+
+def check_retry_fixed_waits(url: str, proxy, profile: Profile, attempts: int = 4, wait_ms: int = 30) -> None:
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    reply = run_job(url, proxy, [{"pattern": "retry", "params": profile.retry_fixed(attempts, wait_ms)}],
+                    max_requests=attempts)
+    (call,) = reply["calls"]
+    assert_waits(gaps_ms(call["requests"]), [wait_ms] * (attempts - 1), "fixed retry")
+
+
+def check_retry_exponential_waits(url: str, proxy, profile: Profile, attempts: int = 5, initial_ms: int = 15,
+                                  multiplier: float = 1.5) -> None:
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    params = profile.retry_exponential(attempts, initial_ms, multiplier)
+    reply = run_job(url, proxy, [{"pattern": "retry", "params": params}], max_requests=attempts)
+    (call,) = reply["calls"]
+    assert_waits(gaps_ms(call["requests"]), profile.exponential_waits(attempts, initial_ms, multiplier),
+                 "exponential retry")
+
+
+def check_breaker_opens_rejects_and_probes(url: str, proxy, profile: Profile, failures: int = 2,
+                                           open_ms: int = 100) -> None:
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    reply = run_job(url, proxy, [{"pattern": "circuit_breaker", "params": profile.breaker(failures, open_ms)}],
+                    successes=1, max_requests=1000, max_duration_ms=int(open_ms * 3.5))
+    calls = expand(reply["calls"])
+    assert reply["stopped_by"] == "max_duration"
+    sent = [i for i, c in enumerate(calls) if c["requests"]]
+    assert sent[:failures] == list(range(failures)), \
+        f"the breaker must let the first {failures} failing calls through (calls with requests: {sent[:8]})"
+    assert len(calls) > failures and not calls[failures]["requests"], \
+        f"after {failures} failures the breaker must open and reject calls without a request"
+    assert all(len(calls[i]["requests"]) == 1 for i in sent)
+    opened_at = calls[failures - 1]["requests"][0]
+    opened_at_ms = (opened_at[0] + opened_at[1]) / 1000
+    probes = [calls[i]["requests"][0] for i in sent[failures:]]
+    assert probes, f"no probe went through after the open duration ({open_ms} ms)"
+    first_probe_ms = probes[0][0] / 1000
+    assert open_ms - WAIT_EARLY_MS <= first_probe_ms - opened_at_ms <= open_ms + WAIT_LATE_MS, \
+        f"first probe {first_probe_ms - opened_at_ms:.1f} ms after opening, configured {open_ms} ms"
+    # a failed probe opens it again for another open duration: about one probe per open duration
+    assert 2 <= len(probes) <= 3, f"{len(probes)} probes in {open_ms * 3.5:.0f} ms with {open_ms} ms open"
+
+
+def check_share_client_shares_one_breaker(url: str, proxy, profile: Profile) -> None:
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    strategy = [{"pattern": "circuit_breaker", "params": profile.breaker(2, 30_000)}]
+    for share, instance in (("user", "conformance-user"), ("client", "conformance-client")):
+        tripped = run_job(url, proxy, strategy, share=share, instance=instance, max_requests=2, vu=1)
+        assert sum(len(c["requests"]) for c in tripped["calls"]) == 2
+        second = run_job(url, proxy, strategy, share=share, instance=instance, successes=1, max_requests=1, vu=2,
+                         max_duration_ms=200)
+        first_call = expand(second["calls"])[0]
+        if share == "user":
+            assert first_call["requests"], "share: user gives each virtual user its own breaker"
+        else:
+            assert not first_call["requests"] and second["stopped_by"] == "max_duration", \
+                "share: client must give virtual user 2 the breaker virtual user 1 opened"

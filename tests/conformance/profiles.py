@@ -1,0 +1,62 @@
+"""What the conformance suite needs to know of each client service: its library, its patterns,
+and how a few behaviours are written in the library's native parameters (the catalogue's names
+and units, as a plan hands them over), with the waits the library documents for them
+(../shared/reference/library-semantics.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    kind: str                    # the catalogue's `client`: how to start it
+    library: str
+    patterns: tuple[str, ...]
+    retry_fixed: Callable[[int, int], dict] | None = None                 # (attempts, wait ms)
+    retry_exponential: Callable[[int, int, float], dict] | None = None    # (attempts, first wait ms, multiplier)
+    exponential_waits: Callable[[int, int, float], list[float]] | None = None
+    breaker: Callable[[int, int], dict] | None = None                     # (consecutive failures, open ms)
+
+
+def _float_waits(attempts: int, initial: int, multiplier: float) -> list[float]:
+    return [initial * multiplier ** (k - 1) for k in range(1, attempts)]
+
+
+def _resilience4j_waits(attempts: int, initial: int, multiplier: float) -> list[float]:
+    # IntervalFunction.ofExponentialBackoff: x1 = initial, x(k+1) = (long)(x(k) * multiplier)
+    waits, wait = [], initial
+    for _ in range(1, attempts):
+        waits.append(float(wait))
+        wait = int(wait * multiplier)
+    return waits
+
+
+TENACITY = Profile(
+    "tenacity", "python", "tenacity", ("baseline", "retry"),
+    retry_fixed=lambda n, ms: {"stop_after_attempt": n, "wait": "fixed", "wait_fixed": ms / 1000},
+    retry_exponential=lambda n, ms, m: {"stop_after_attempt": n, "wait": "exponential", "multiplier": ms / 1000,
+                                        "exp_base": m, "min": 0},
+    exponential_waits=_float_waits,
+)
+
+PYBREAKER = Profile(
+    "pybreaker", "python", "pybreaker", ("baseline", "circuit_breaker"),
+    breaker=lambda n, ms: {"fail_max": n, "reset_timeout": ms / 1000, "success_threshold": 1},
+)
+
+RESILIENCE4J = Profile(
+    "resilience4j", "resilience4j", "resilience4j", ("baseline", "retry", "circuit_breaker"),
+    retry_fixed=lambda n, ms: {"maxAttempts": n, "intervalFunction": "FIXED", "waitDuration": ms},
+    retry_exponential=lambda n, ms, m: {"maxAttempts": n, "intervalFunction": "EXPONENTIAL_BACKOFF",
+                                        "initialIntervalMillis": ms, "multiplier": m},
+    exponential_waits=_resilience4j_waits,
+    # with every call failing, a full count-based window of n calls at a 100% threshold opens it
+    breaker=lambda n, ms: {"slidingWindowType": "COUNT_BASED", "slidingWindowSize": n, "minimumNumberOfCalls": n,
+                           "failureRateThreshold": 100, "waitDurationInOpenState": ms,
+                           "permittedNumberOfCallsInHalfOpenState": 1},
+)
+
+PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J)}

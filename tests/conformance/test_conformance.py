@@ -1,0 +1,93 @@
+"""Every client service rbl ships passes the conformance checks (checks.py), against the real
+fault proxy and httpbin; a client whose parameter mapping is wrong does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from . import checks
+from .conftest import selected_profiles
+from .mismapped import changed_keys as mismapped_changed, mismapped_client
+
+ALL = selected_profiles()
+RETRY = selected_profiles("retry_fixed")
+BREAKER = selected_profiles("breaker")
+
+
+def ids(profiles):
+    return [p.name for p in profiles]
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_health(client_url, profile):
+    checks.check_health(client_url(profile), profile)
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_reply_shape(client_url, start_proxy, profile):
+    checks.check_reply_shape(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_bad_jobs_are_rejected(client_url, start_proxy, profile):
+    checks.check_bad_jobs_are_rejected(client_url(profile), start_proxy())
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_baseline_sends_one_request_per_call(client_url, start_proxy, profile):
+    checks.check_baseline_sends_one_request_per_call(client_url(profile), start_proxy())
+
+
+@pytest.mark.parametrize("profile", RETRY, ids=ids(RETRY))
+@pytest.mark.parametrize("attempts", [1, 3, 6])
+def test_retry_makes_exactly_k_requests(client_url, start_proxy, profile, attempts):
+    checks.check_retry_makes_exactly_k_requests(client_url(profile), start_proxy(), profile, attempts)
+
+
+@pytest.mark.parametrize("profile", RETRY, ids=ids(RETRY))
+def test_retry_fixed_waits(client_url, start_proxy, profile):
+    checks.check_retry_fixed_waits(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", RETRY, ids=ids(RETRY))
+def test_retry_exponential_waits(client_url, start_proxy, profile):
+    checks.check_retry_exponential_waits(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", BREAKER, ids=ids(BREAKER))
+def test_breaker_opens_rejects_and_probes(client_url, start_proxy, profile):
+    checks.check_breaker_opens_rejects_and_probes(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", BREAKER, ids=ids(BREAKER))
+def test_share_client_shares_one_breaker(client_url, start_proxy, profile):
+    checks.check_share_client_shares_one_breaker(client_url(profile), start_proxy(), profile)
+
+
+# -- the checks catch a mis-mapped parameter ------------------------------------------------------------
+@pytest.mark.parametrize("profile", RETRY, ids=ids(RETRY))
+def test_a_client_that_mis_maps_the_attempts_fails_conformance(client_url, start_proxy, profile):
+    (attempts_key,) = mismapped_changed(profile.retry_fixed(3, 1), profile.retry_fixed(4, 1))
+
+    def off_by_one(pattern: str, params: dict) -> dict:      # "retries" taken for "attempts"
+        if pattern == "retry":
+            params[attempts_key] += 1
+        return params
+
+    with mismapped_client(client_url(profile), off_by_one) as url:
+        with pytest.raises(AssertionError, match="requests per call"):
+            checks.check_retry_makes_exactly_k_requests(url, start_proxy(), profile, 3)
+
+
+@pytest.mark.parametrize("profile", BREAKER, ids=ids(BREAKER))
+def test_a_client_that_mis_maps_the_open_duration_fails_conformance(client_url, start_proxy, profile):
+    (open_key,) = mismapped_changed(profile.breaker(2, 100), profile.breaker(2, 200))
+
+    def doubled(pattern: str, params: dict) -> dict:         # a unit slip: twice the open duration
+        if pattern == "circuit_breaker":
+            params[open_key] *= 2
+        return params
+
+    with mismapped_client(client_url(profile), doubled) as url:
+        with pytest.raises(AssertionError, match="probe"):
+            checks.check_breaker_opens_rejects_and_probes(url, start_proxy(), profile)
