@@ -91,23 +91,35 @@ def test_the_compose_validator_rejects_a_broken_file(compiled):
         assert code != 0 and expected in stderr
 
 
-def test_dockerfiles_copy_only_what_the_build_context_holds(compiled):
-    out, _ = compiled("examples/quickstart.rbl")
+@pytest.mark.parametrize("name, dockerfiles", [
+    ("quickstart", {"target.Dockerfile", "client-python.Dockerfile"}),
+    ("ccpe-listing4", {"target.Dockerfile", "client-resilience4j.Dockerfile"}),
+])
+def test_dockerfiles_copy_only_what_the_build_context_holds(compiled, name, dockerfiles):
+    out, _ = compiled(f"examples/{name}.rbl")
     context = out / "docker"
     compose = yaml.safe_load((out / "docker-compose.yaml").read_text())
-    dockerfiles = {s["build"]["dockerfile"] for s in compose["services"].values() if "build" in s}
-    assert dockerfiles == {"target.Dockerfile", "client-python.Dockerfile"}
+    assert {s["build"]["dockerfile"] for s in compose["services"].values() if "build" in s} == dockerfiles
     for name in dockerfiles:
         for line in (context / name).read_text().splitlines():
             if line.startswith("COPY ") and "--from=" not in line:
                 source = line.split()[1]
                 assert (context / source).exists(), f"{name}: {line}"
-    assert (context / "rbl" / "rbl" / "services" / "python_client.py").is_file()
-    assert not list(context.rglob("__pycache__"))
+    assert (context / "rbl" / "rbl" / "services" / "fault_proxy.py").is_file()
+    assert not list(context.rglob("__pycache__")) and not list(context.rglob("target"))
     assert os.access(context / "target-entrypoint.sh", os.X_OK)
     # the copied package installs: its pyproject names the same runtime dependencies as rbl's
     pyproject = (context / "rbl" / "pyproject.toml").read_text()
     assert '"httpbin>=' in pyproject and '"tenacity>=' in pyproject and "pytest" not in pyproject
+
+
+def test_the_java_client_builds_from_the_build_context_alone(compiled, tmp_path):
+    """What client-resilience4j.Dockerfile runs (mvn package in the copied sources) works."""
+    out, _ = compiled("examples/ccpe-listing4.rbl")
+    sources = out / "docker" / "clients" / "resilience4j"
+    done = subprocess.run(["mvn", "-q", "-B", "package", "-DskipTests"], cwd=sources, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (sources / "target" / "rbl-client-resilience4j.jar").is_file()
 
 
 def test_the_target_entrypoint_runs_httpbin_behind_the_proxy_and_passes_its_healthcheck(compiled, tmp_path):

@@ -192,19 +192,6 @@ space slow {
         assert row["faultRateApplied"] == 100.0
 
 
-def test_a_client_needing_a_missing_runtime_exits_4_before_starting(tmp_path):
-    (tmp_path / "java.rbl").write_text("""
-space java {
-  users = 2
-  client resilience4j.retry { maxAttempts = 3 }
-}
-""")
-    done = rbl("run", "java.rbl", "-o", "out", cwd=tmp_path)
-    assert done.returncode == 4, done.stderr
-    assert "resilience4j" in done.stderr and "Traceback" not in done.stderr
-    assert not (tmp_path / "out").exists()
-
-
 def test_an_existing_run_directory_is_never_overwritten(tmp_path):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .compose import BUILD_CONTEXT, COMPOSE_FILE, build_context_files, copy_rbl_package, render_compose
-from .deployment import ADMIN_PORT, HTTPBIN_PORT, PROXY_PORT, Deployment, built_image_names, deployment_for
+from .compose import (BUILD_CONTEXT, COMPOSE_FILE, build_context_files, copy_client_sources, copy_rbl_package,
+                      render_compose)
+from .deployment import (ADMIN_PORT, CLIENT_SOURCES, HTTPBIN_PORT, PROXY_PORT, Deployment, built_image_names,
+                         deployment_for)
 from .envoy import EnvoyAddresses, render_envoy_config
 from .images import ImageChoice, parse_image_overrides
 
@@ -35,6 +37,9 @@ def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images:
         if name.endswith(".sh"):
             path.chmod(0o755)
         written.append(path)
+    for dockerfile in deployment.dockerfiles:
+        if dockerfile in CLIENT_SOURCES:
+            written += copy_client_sources(CLIENT_SOURCES[dockerfile], out_dir / BUILD_CONTEXT / "clients")
     if deployment.needs_rbl_source:
         package = out_dir / BUILD_CONTEXT / "rbl" / "rbl"
         copy_rbl_package(package)

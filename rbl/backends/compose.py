@@ -38,6 +38,15 @@ def runtime_requirements() -> list[str]:
     return [r for r in declared if "extra ==" not in r]
 
 
+def copy_client_sources(kind: str, destination: Path) -> list[Path]:
+    """A client's source tree (clients/<kind>, without build output) for its image's build."""
+    from ..runner.client_builds import client_sources
+    with client_sources(kind) as root:
+        shutil.copytree(root, destination / kind, ignore=shutil.ignore_patterns("target", ".gitignore"),
+                        dirs_exist_ok=True)
+    return sorted(p for p in (destination / kind).rglob("*") if p.is_file())
+
+
 def copy_rbl_package(destination: Path) -> None:
     """The installed rbl package, for the images that run rbl's services."""
     import rbl

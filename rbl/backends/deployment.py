@@ -39,7 +39,13 @@ PYTHON_HEALTHCHECK = ("CMD", "python", "-c",
 CLIENT_RECIPES = {
     "python": ClientRecipe("client-python", "client-python.Dockerfile", ("python",),
                            ("--library", "{library}", "--listen", "{listen}"), PYTHON_HEALTHCHECK),
+    "resilience4j": ClientRecipe("client-resilience4j", "client-resilience4j.Dockerfile", ("maven", "java"),
+                                 ("--listen", "{listen}"),
+                                 ("CMD", "java", "-cp", "/opt/rbl/client.jar", "dev.rbl.client.HealthCheck",
+                                  "http://127.0.0.1:{port}/health")),
 }
+# client kinds whose sources the build context carries (clients/<kind>, shipped as rbl.clients)
+CLIENT_SOURCES = {"client-resilience4j.Dockerfile": "resilience4j"}
 
 
 @dataclass(frozen=True)

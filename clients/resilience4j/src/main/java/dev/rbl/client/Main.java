@@ -68,7 +68,8 @@ public final class Main {
         });
         server.start();
         Runtime.getRuntime().addShutdownHook(new Thread(() -> server.stop(0)));
-        Target.warmUp(URI.create("http://" + host + ":" + server.getAddress().getPort() + "/health"));
+        String self = host.equals("0.0.0.0") ? "127.0.0.1" : host;
+        Target.warmUp(URI.create("http://" + self + ":" + server.getAddress().getPort() + "/health"));
         System.out.println("listening " + server.getAddress().getPort());
         System.out.flush();
     }
