@@ -92,6 +92,7 @@ final class ClientService {
                 Thread.yield();                 // rejected without a request (open breaker): let others run
             }
         }
+        target.close();
         long totalUs = (System.nanoTime() - started) / 1000;
         return "{\"protocol\":1,\"library\":\"resilience4j\",\"version\":" + Json.quote(version)
                 + ",\"vu\":" + job.vu() + ",\"total_us\":" + totalUs + ",\"stopped_by\":\"" + stoppedBy

@@ -1,15 +1,25 @@
 package dev.rbl.client;
 
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.time.Duration;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 
-/** One virtual user's view of the target: sends a request and records [start_us, duration_us, status]. */
+/**
+ * One virtual user's view of the target: a keep-alive HTTP/1.1 connection of its own (as the
+ * Python client has), sending GETs and recording [start_us, duration_us, status].
+ *
+ * A minimal client on a plain socket rather than java.net.http: bench/client_overhead.py measured
+ * java.net.http adding about 260 us per request over a bare socket loop, which would be counted as
+ * time on the target; this adds a few microseconds.
+ */
 final class Target {
     /** A request that did not get a 2xx (status 0: connection error): the call failed. */
     static final class RequestFailed extends Exception {
@@ -18,24 +28,30 @@ final class Target {
         }
     }
 
-    // one client for all virtual users, as production code shares one (keep-alive pool per host)
-    private static final HttpClient HTTP = HttpClient.newBuilder()
-            .version(HttpClient.Version.HTTP_1_1)
-            .connectTimeout(Duration.ofSeconds(10))
-            .build();
+    private static final int TIMEOUT_MS = 60_000;
 
-    private final HttpRequest request;
+    private final String host;
+    private final int port;
+    private final byte[] request;
     private final long startedNs;
+    private Socket socket;
+    private InputStream in;
+    private OutputStream out;
     List<long[]> sent = new ArrayList<>();
 
     Target(URI url, long startedNs) {
-        this.request = HttpRequest.newBuilder(url).timeout(Duration.ofSeconds(60)).GET().build();
+        this.host = url.getHost();
+        this.port = url.getPort() == -1 ? 80 : url.getPort();
+        String path = (url.getRawPath() == null || url.getRawPath().isEmpty() ? "/" : url.getRawPath())
+                + (url.getRawQuery() == null ? "" : "?" + url.getRawQuery());
+        this.request = ("GET " + path + " HTTP/1.1\r\nHost: " + host + ":" + port + "\r\nAccept: */*\r\n\r\n")
+                .getBytes(StandardCharsets.ISO_8859_1);
         this.startedNs = startedNs;
     }
 
     /**
-     * Exercises the HTTP client against this service's own /health before the first job, so the
-     * first virtual users do not measure class loading and JIT compilation instead of the target.
+     * Exercises this code against the service's own /health before the first job, so the first
+     * virtual users do not measure class loading and JIT compilation instead of the target.
      */
     static void warmUp(URI health) {
         Target target = new Target(health, System.nanoTime());
@@ -43,26 +59,117 @@ final class Target {
             try {
                 target.send();
             } catch (RequestFailed e) {
-                return;
+                break;
             }
         }
+        target.close();
     }
 
     void send() throws RequestFailed {
         long begin = System.nanoTime();
         int status;
         try {
-            status = HTTP.send(request, HttpResponse.BodyHandlers.discarding()).statusCode();
-        } catch (IOException e) {
-            status = 0;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+            status = exchange();
+        } catch (IOException | RuntimeException e) {
+            close();
             status = 0;
         }
         long end = System.nanoTime();
         sent.add(new long[] {(begin - startedNs) / 1000, (end - begin) / 1000, status});
         if (status < 200 || status >= 300) {
             throw new RequestFailed(status);
+        }
+    }
+
+    void close() {
+        if (socket != null) {
+            try {
+                socket.close();
+            } catch (IOException ignored) {
+                // closing a broken connection: nothing left to do
+            }
+            socket = null;
+        }
+    }
+
+    private int exchange() throws IOException {
+        if (socket == null) {
+            socket = new Socket();
+            socket.setTcpNoDelay(true);
+            socket.connect(new InetSocketAddress(host, port), TIMEOUT_MS);
+            socket.setSoTimeout(TIMEOUT_MS);
+            in = new BufferedInputStream(socket.getInputStream(), 16 * 1024);
+            out = new BufferedOutputStream(socket.getOutputStream(), 1024);
+        }
+        out.write(request);
+        out.flush();
+        String statusLine = line();
+        if (!statusLine.startsWith("HTTP/1.")) {
+            throw new IOException("not an HTTP response: " + statusLine);
+        }
+        int status = Integer.parseInt(statusLine.substring(9, 12));
+        long length = -1;
+        boolean chunked = false;
+        boolean close = statusLine.startsWith("HTTP/1.0");
+        for (String header = line(); !header.isEmpty(); header = line()) {
+            int colon = header.indexOf(':');
+            if (colon < 0) {
+                continue;
+            }
+            String name = header.substring(0, colon).trim().toLowerCase();
+            String value = header.substring(colon + 1).trim().toLowerCase();
+            switch (name) {
+                case "content-length" -> length = Long.parseLong(value);
+                case "transfer-encoding" -> chunked = value.contains("chunked");
+                case "connection" -> close = value.contains("close") || (close && !value.contains("keep-alive"));
+                default -> { }
+            }
+        }
+        if (chunked) {
+            for (long size = Long.parseLong(line().split(";")[0].trim(), 16); size > 0;
+                 size = Long.parseLong(line().split(";")[0].trim(), 16)) {
+                skip(size);
+                line();
+            }
+            while (!line().isEmpty()) {
+                // trailers
+            }
+        } else if (length >= 0) {
+            skip(length);
+        } else {
+            in.transferTo(OutputStream.nullOutputStream());     // body ends when the server closes
+            close = true;
+        }
+        if (close) {
+            close();
+        }
+        return status;
+    }
+
+    private String line() throws IOException {
+        StringBuilder text = new StringBuilder(64);
+        for (int c = in.read(); c != '\n'; c = in.read()) {
+            if (c == -1) {
+                throw new IOException("connection closed mid-response");
+            }
+            if (c != '\r') {
+                text.append((char) c);
+            }
+        }
+        return text.toString();
+    }
+
+    private void skip(long count) throws IOException {
+        long left = count;
+        while (left > 0) {
+            long skipped = in.skip(left);
+            if (skipped <= 0) {
+                if (in.read() == -1) {
+                    throw new IOException("connection closed mid-body");
+                }
+                skipped = 1;
+            }
+            left -= skipped;
         }
     }
 }
