@@ -100,7 +100,9 @@ def _compile(spec: Path, json_output: bool = False) -> CompileResult:
     """Compile a spec, print its diagnostics to stderr; raise SpecError if it has errors."""
     result = compile_source(_read(spec), str(spec) if str(spec) != "-" else "<stdin>")
     if result.diagnostics and not json_output:
-        typer.echo(render_all(result.diagnostics), err=True)
+        from .highlight import colour_wanted       # pygments only when there is something to show
+        colour = colour_wanted()
+        typer.echo(render_all(result.diagnostics, colour=colour), err=True, color=colour or None)
     if not result.ok:
         raise SpecError("the spec has errors")
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .diagnostics import Diagnostic, Label
 
 
-def render(diagnostic: Diagnostic) -> str:
+def render(diagnostic: Diagnostic, colour: bool = False) -> str:
     out = [f"{diagnostic.severity}[{diagnostic.code}]: {diagnostic.message}"]
     labels = list(diagnostic.labels)
     width = max((len(str(label.span.line)) for label in labels), default=1)
@@ -19,7 +19,7 @@ def render(diagnostic: Diagnostic) -> str:
             if previous_line is not None and label.span.line > previous_line + 1:
                 out.append("...")
             if label.span.line != previous_line:
-                out.append(_source_line(label, width))
+                out.append(_source_line(label, width, colour))
             out.append(_marker(label, width))
             previous_line = label.span.line
     if labels:
@@ -43,8 +43,12 @@ def _text(label: Label) -> str:
     return label.span.file.line(label.span.line).replace("\t", " ")
 
 
-def _source_line(label: Label, width: int) -> str:
-    return f"{str(label.span.line).rjust(width)} | {_text(label)}".rstrip()
+def _source_line(label: Label, width: int, colour: bool = False) -> str:
+    text = _text(label).rstrip()
+    if colour:
+        from ..highlight import colour_source_line
+        text = colour_source_line(text)
+    return f"{str(label.span.line).rjust(width)} | {text}".rstrip()
 
 
 def _marker(label: Label, width: int) -> str:
@@ -58,8 +62,9 @@ def _marker(label: Label, width: int) -> str:
     return f"{' ' * width} | {' ' * (start - 1)}{mark} {label.message}".rstrip()
 
 
-def render_all(diagnostics: list[Diagnostic]) -> str:
-    text = "\n\n".join(render(d) for d in diagnostics)
+def render_all(diagnostics: list[Diagnostic], colour: bool = False) -> str:
+    """All diagnostics and a summary; `colour` highlights the source lines (a colour terminal)."""
+    text = "\n\n".join(render(d, colour) for d in diagnostics)
     errors = sum(d.severity == "error" for d in diagnostics)
     warnings = len(diagnostics) - errors
     summary = []
