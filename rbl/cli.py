@@ -218,7 +218,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                                  "counts as failed and its client is restarted."),
         client_jar: list[str] = typer.Option([], "--client-jar", metavar="LIBRARY=JAR",
                                              help="Run this jar as the library's client service instead of "
-                                                  "building clients/<kind> (e.g. resilience4j=my.jar).")):
+                                                  "building clients/<kind> (e.g. resilience4j=my.jar)."),
+        report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends.")):
     """Run a test space on this machine: httpbin, the fault proxy and client services as local
     processes; results in a run directory (results.jsonl, results.csv, manifest, logs)."""
     from rich.console import Console
@@ -237,7 +238,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         digest = None
         if spec is not None and spec.suffix == ".rbl":
             digest = _compile(spec).space.source_sha256
-        raise typer.Exit(resume_run(resume, options, console, digest, round_timeout))
+        raise typer.Exit(_maybe_report(resume, console, resume_run(resume, options, console, digest, round_timeout),
+                                       report))
     if spec is None:
         raise UsageError("nothing to run", "give a spec (rbl run examples/quickstart.rbl) or --resume RUN_DIR")
     if spec.suffix == ".json" or spec.is_dir():
@@ -246,7 +248,38 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         space = _compile(spec).space
         header, lines = plan_header(space), iter_scenario_lines(space)
     out = output or default_run_dir(header["name"])
-    raise typer.Exit(start_run(header, lines, out, options, console, round_timeout))
+    raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, options, console, round_timeout),
+                                   report))
+
+
+def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
+    """After a run that finished (even with failed rounds, which the report marks): the report."""
+    if wanted:
+        from .report.build import build_report
+        made = build_report(run_dir, None, None, console)
+        console.print(f"report: {made.out_dir / 'report.html'}", highlight=False)
+    return code
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -o`)."),
+           output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                                 help="Where to write the report [default: RUN_DIR/report]."),
+           metric: list[str] = typer.Option([], "--metric", "-m",
+                                            help="A metric to report and plot (repeatable) [default: "
+                                                 "successTimePerRequest and totalExecutionTime]."),
+           resamples: int = typer.Option(2000, "--resamples", min=100, help="Bootstrap resamples per cell."),
+           seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap.")):
+    """Statistics across rounds (median and 95% bootstrap CI per cell), the paper's figures (PNG,
+    SVG) and a single-file HTML report."""
+    from rich.console import Console
+
+    from .report.build import build_report
+    import sys
+    # a pipe or file gets the whole table, not one squeezed to 80 columns
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 180)
+    made = build_report(run_dir, output, metric, console, resamples, seed)
+    typer.echo(f"wrote {len(made.files)} files to {made.out_dir} (open {made.out_dir / 'report.html'})", err=True)
 
 
 def _client_jars(items: list[str]) -> dict[str, Path]:

@@ -45,6 +45,24 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+@lru_cache(maxsize=1)
+def html_environment() -> jinja2.Environment:
+    """For HTML: every value is escaped."""
+    env = jinja2.Environment(loader=_PackageTemplates(), undefined=jinja2.ChainableUndefined, autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["number"] = _number
+    env.globals["rbl_version"] = __version__
+    return env
+
+
+def render_html(template: str, **context) -> str:
+    return html_environment().get_template(template).render(**context)
+
+
 def render(template: str, **context) -> str:
     text = environment().get_template(template).render(**context)
     return text if text.endswith("\n") else text + "\n"   # trim_blocks eats the last newline

@@ -1,0 +1,83 @@
+"""Builds the report of a run directory: the cell statistics (terminal table, CSV, JSON), the
+figures (PNG and SVG) and one HTML file with everything embedded, which opens offline."""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..backends.templating import render_html
+from ..errors import UsageError
+from ..runner.metrics import LATENCY_COLUMNS, METRIC_COLUMNS
+from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
+
+KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS)
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    files: list[Path]
+    records: list[dict]
+
+
+def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None, console: Console,
+                 resamples: int = 2000, seed: int = 0) -> Report:
+    from .figures import build_figure, write_figure       # matplotlib only when a report is made
+
+    if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
+        raise UsageError(f"{run_dir} is not an rbl run directory (no plan.json and results.jsonl)",
+                         hint="pass the directory `rbl run` wrote (its -o)")
+    metrics = list(metrics or DEFAULT_METRICS)
+    unknown = [m for m in metrics if m not in KNOWN_METRICS]
+    if unknown:
+        raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
+    out_dir = out_dir or run_dir / "report"
+    header, cells = load_cells(run_dir, metrics, resamples, seed)
+    if not any(cell.rounds for cell in cells):
+        raise UsageError(f"{run_dir} has no results yet", hint=f"finish it with `rbl run --resume {run_dir}`")
+    records = cells_as_records(header, cells, metrics)
+    files = write_tables(records, out_dir)
+    figures = []
+    for metric in metrics:
+        paths = write_figure(build_figure(header, cells, metric), out_dir, metric)
+        files += paths
+        figures.append({"title": METRIC_TITLES.get(metric, metric),
+                        "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    failed = sum(len(c.failed_rounds) for c in cells)
+    html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
+                       figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
+                       failed_rounds=failed or "none")
+    html_path = out_dir / "report.html"
+    html_path.write_text(html, encoding="utf-8")
+    files.append(html_path)
+    print_table(records, metrics, console)
+    return Report(out_dir, files, records)
+
+
+def print_table(records: list[dict], metrics: list[str], console: Console) -> None:
+    table = Table(title="median [95% CI] per cell", title_justify="left")
+    table.add_column("configuration")
+    table.add_column("fault %", justify="right")
+    table.add_column("users", justify="right")
+    for metric in metrics:
+        table.add_column(METRIC_TITLES.get(metric, metric), justify="right")
+    table.add_column("status")
+    for r in records:
+        cells = []
+        for metric in metrics:
+            median, low, high = r[f"{metric}.median"], r[f"{metric}.ci95Low"], r[f"{metric}.ci95High"]
+            text = "-" if median is None else f"{median:.4g}"
+            if low is not None:
+                text += f" [{low:.4g}, {high:.4g}]"
+            cells.append(text)
+        table.add_row(r["configuration"], f"{r['faultRate']:g}", str(r["users"]), *cells,
+                      r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]")
+    console.print(table)

@@ -1,0 +1,125 @@
+"""Cells of a run: one per scenario (client and configuration x fault rate x users), with the
+observations of every round and virtual user, and a status saying whether it may be plotted."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..runner.results import RunDirectory
+from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate
+
+DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
+METRIC_TITLES = {
+    "successTimePerRequest": "average success time (ms)",
+    "totalExecutionTime": "total execution time (ms)",
+}
+
+
+@dataclass
+class Cell:
+    scenario: dict
+    rounds: dict[int, list[dict]] = field(default_factory=dict)     # round -> rows (one per user)
+    failed_rounds: list[int] = field(default_factory=list)
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+
+    @property
+    def client(self) -> str:
+        return self.scenario["client"]
+
+    @property
+    def library(self) -> str:
+        return self.scenario["library"]
+
+    @property
+    def pattern(self) -> str:
+        return self.scenario["pattern"]
+
+    @property
+    def fault_rate(self) -> float:
+        return self.scenario["fault"]["rate"]
+
+    @property
+    def users(self) -> int:
+        return self.scenario["users"]
+
+    @property
+    def status(self) -> str:
+        """ok | failed rounds | too few observations | no data"""
+        if self.failed_rounds:
+            return f"failed rounds: {', '.join(map(str, sorted(self.failed_rounds)))}"
+        if not self.rounds:
+            return "no data"
+        n = sum(len(rows) for rows in self.rounds.values())
+        if n < MIN_OBSERVATIONS or len(self.rounds) < MIN_ROUNDS:
+            return "too few observations"
+        return "ok"
+
+
+def configuration_label(scenario: dict, axes: list[str]) -> str:
+    """The client and the values of its varying parameters, e.g. `resilience4j.retry initialIntervalMillis=20`."""
+    values = " ".join(f"{axis}={scenario['config'].get(axis)}" for axis in axes)
+    return f"{scenario['client']} {values}".strip()
+
+
+def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: int = 0) -> tuple[dict, list[Cell]]:
+    """The run's plan header and its cells in plan order, with an estimate per metric."""
+    run = RunDirectory(run_dir)
+    header = run.plan_header()
+    cells = {s["id"]: Cell(s) for s in run.scenarios()}
+    for row in run.rows():
+        cell = cells.get(row["scenarioId"])
+        if cell is not None:
+            cell.rounds.setdefault(row["round"], []).append(row)
+    for failure in run.failures():
+        cell = cells.get(failure["scenarioId"])
+        # a round that failed and was later redone by --resume has rows: it no longer counts
+        if cell is not None and failure["round"] not in cell.rounds:
+            cell.failed_rounds.append(failure["round"])
+    for cell in cells.values():
+        for metric in metrics:
+            groups = [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]
+            cell.estimates[metric] = estimate(groups, resamples, seed)
+    return header, list(cells.values())
+
+
+def axes_by_client(header: dict) -> dict[str, list[str]]:
+    return {client["label"]: list(client.get("axes", [])) for client in header["clients"]}
+
+
+def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> list[dict]:
+    axes = axes_by_client(header)
+    records = []
+    for cell in cells:
+        record = {"scenarioId": cell.scenario["id"], "client": cell.client, "library": cell.library,
+                  "pattern": cell.pattern, "configuration": configuration_label(cell.scenario, axes[cell.client]),
+                  "faultRate": cell.fault_rate, "users": cell.users, "status": cell.status}
+        for metric in metrics:
+            e = cell.estimates[metric]
+            record.update({f"{metric}.median": e.median, f"{metric}.ci95Low": e.low, f"{metric}.ci95High": e.high,
+                           f"{metric}.n": e.n})
+        records.append(record)
+    return records
+
+
+def write_tables(records: list[dict], out_dir: Path) -> list[Path]:
+    import csv
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path, csv_path = out_dir / "cells.json", out_dir / "cells.csv"
+    json_path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    with csv_path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=list(records[0]) if records else ["scenarioId"])
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in r.items()} for r in records)
+    return [csv_path, json_path]
+
+
+def group_lines(cells: list[Cell]) -> dict:
+    """(library, users) -> configuration label -> cells ordered by fault rate."""
+    grouped: dict = defaultdict(lambda: defaultdict(list))
+    for cell in cells:
+        grouped[(cell.library, cell.users)][cell.scenario["client"], json.dumps(cell.scenario["config"],
+                                                                                sort_keys=True)].append(cell)
+    return grouped
