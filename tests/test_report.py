@@ -1,0 +1,182 @@
+"""`rbl report` on a real small experiment: the statistics agree with an independent computation
+on the raw rows, the figures have the paper's structure, the HTML report is self-contained, and
+failed or thin cells are marked and left out of the figures."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+import pytest
+
+from rbl.report.cells import load_cells
+from rbl.report.figures import build_figure
+
+from .conftest import REPO
+
+SPACE = """
+space reported {
+  rounds = 3
+  users in [3, 4]
+  successes = 4
+  max_requests = 40
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate in [0%, 50%]
+  client tenacity.baseline {}
+  client tenacity.retry {
+    stop_after_attempt = 3
+    wait = fixed
+    wait_fixed in [2ms, 8ms]
+  }
+  client pybreaker.circuit_breaker {
+    fail_max = 2
+    reset_timeout = 20ms
+  }
+}
+"""
+METRICS = ("successTimePerRequest", "totalExecutionTime")
+
+
+def rbl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rbl", *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("report")
+    (work / "reported.rbl").write_text(SPACE)
+    done = rbl("run", "reported.rbl", "-o", "run", "--report", cwd=work)
+    assert done.returncode == 0, done.stderr
+    return work / "run"
+
+
+def csv_rows(run_dir: Path) -> list[dict]:
+    with (run_dir / "results.csv").open() as source:
+        return list(csv.DictReader(source))
+
+
+def cells_json(report_dir: Path) -> dict[str, dict]:
+    return {r["scenarioId"]: r for r in json.loads((report_dir / "cells.json").read_text())}
+
+
+def test_run_with_report_writes_the_report(run_dir):
+    report = run_dir / "report"
+    names = {p.name for p in report.iterdir()}
+    assert {"cells.csv", "cells.json", "report.html"} <= names
+    assert {f"{m}.{ext}" for m in METRICS for ext in ("png", "svg")} <= names
+
+
+def test_medians_and_counts_match_an_independent_computation_on_the_raw_rows(run_dir):
+    cells = cells_json(run_dir / "report")
+    by_scenario: dict[str, list[dict]] = {}
+    for row in csv_rows(run_dir):
+        by_scenario.setdefault(row["scenarioId"], []).append(row)
+    assert set(by_scenario) == set(cells) and len(cells) == 2 * 2 * 4
+    for scenario, rows in by_scenario.items():
+        for metric in METRICS:
+            values = [float(r[metric]) for r in rows if r[metric] != ""]
+            cell = cells[scenario]
+            assert cell[f"{metric}.n"] == len(values)
+            if values:
+                assert cell[f"{metric}.median"] == pytest.approx(statistics.median(values), abs=1e-9)
+                low, high = cell[f"{metric}.ci95Low"], cell[f"{metric}.ci95High"]
+                assert min(values) <= low <= cell[f"{metric}.median"] <= high <= max(values)
+
+
+def _python_bootstrap(groups: list[list[float]], resamples: int, seed: int) -> tuple[float, float]:
+    """The same two-level bootstrap written independently, in plain Python."""
+    rng = random.Random(seed)
+    medians = sorted(
+        statistics.median([v for g in (rng.choice(groups) for _ in groups) for v in rng.choices(g, k=len(g))])
+        for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def test_confidence_intervals_agree_with_an_independent_bootstrap(run_dir):
+    cells = cells_json(run_dir / "report")
+    rows = csv_rows(run_dir)
+    metric = "totalExecutionTime"
+    checked = 0
+    for scenario, cell in cells.items():
+        rounds: dict[str, list[float]] = {}
+        for row in rows:
+            if row["scenarioId"] == scenario:
+                rounds.setdefault(row["round"], []).append(float(row[metric]))
+        values = [v for g in rounds.values() for v in g]
+        spread = max(values) - min(values)
+        low, high = _python_bootstrap(list(rounds.values()), 4000, seed=1)
+        assert abs(cell[f"{metric}.ci95Low"] - low) <= 0.15 * spread + 1e-6, (scenario, cell, low)
+        assert abs(cell[f"{metric}.ci95High"] - high) <= 0.15 * spread + 1e-6, (scenario, cell, high)
+        checked += 1
+    assert checked == 16
+
+
+def test_figures_have_a_panel_per_library_and_user_count_and_a_line_per_configuration(run_dir):
+    header, cells = load_cells(run_dir, list(METRICS), resamples=200)
+    figure = build_figure(header, cells, "totalExecutionTime")
+    axes = figure.axes
+    assert len(axes) == 2 * 2                                  # rows: tenacity, pybreaker; columns: 3, 4 users
+    titles = [ax.get_title() for ax in axes]
+    assert titles == ["tenacity, 3 users", "tenacity, 4 users", "pybreaker, 3 users", "pybreaker, 4 users"]
+    for ax in axes[:2]:
+        lines = ax.get_lines()
+        assert len(lines) == 3                                 # baseline + retry with two wait_fixed values
+        assert all(list(line.get_xdata()) == [0, 50] for line in lines)
+        retry = sorted((line for line in lines if "retry" in line.get_label()), key=lambda l: l.get_label())
+        assert retry[0].get_label().endswith("wait_fixed=0.002") and retry[0].get_linewidth() < retry[1].get_linewidth()
+        assert len(ax.collections) == 3                        # one confidence band per line
+    assert all(len(ax.get_lines()) == 1 for ax in axes[2:])
+    assert axes[2].get_xlabel() == "fault rate (%)" and axes[0].get_ylabel() == "total execution time (ms)"
+    svg = ElementTree.parse(run_dir / "report" / "totalExecutionTime.svg").getroot()
+    assert svg.tag.endswith("svg")
+    assert (run_dir / "report" / "totalExecutionTime.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_html_report_is_one_self_contained_file(run_dir):
+    html = (run_dir / "report" / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == len(METRICS)
+    assert "http://" not in html.replace("http://www.w3.org", "") and "<script" not in html and "<link" not in html
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["source"]["sha256"] in html and plan["breakdown"]["text"] in html
+    assert "tenacity" in html and "pybreaker" in html and "gunicorn" in html     # the manifest's versions
+
+
+def test_failed_and_thin_cells_are_marked_and_left_out_of_the_figures(run_dir, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("report", "logs"))
+    rows = [json.loads(line) for line in (copy / "results.jsonl").read_text().splitlines()]
+    failed, thin = rows[0]["scenarioId"], rows[-1]["scenarioId"]
+    # one round of `failed` failed; `thin` keeps a single round of its three
+    (copy / "failures.jsonl").write_text(json.dumps({"scenarioId": failed, "scenarioIndex": 0, "round": 4,
+                                                     "client": rows[0]["client"], "reason": "test"}) + "\n")
+    kept = [r for r in rows if r["scenarioId"] != thin or r["round"] == 1]
+    (copy / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    done = rbl("report", str(copy), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cells = cells_json(copy / "report")
+    assert cells[failed]["status"] == "failed rounds: 4"
+    assert cells[thin]["status"] == "too few observations" and cells[thin]["totalExecutionTime.ci95Low"] is None
+    assert "failed rounds: 4" in done.stdout and "too few observations" in done.stdout
+    header, loaded = load_cells(copy, list(METRICS), resamples=200)
+    figure = build_figure(header, loaded, "totalExecutionTime")
+    texts = [t.get_text() for ax in figure.axes for t in ax.texts]
+    assert sum("left out" in t for t in texts) == 2
+    plotted = sum(len(line.get_xdata()) for ax in figure.axes for line in ax.get_lines())
+    assert plotted == 16 - 2
+
+
+def test_report_errors_are_usage_errors(run_dir, tmp_path):
+    done = rbl("report", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 2 and "not an rbl run directory" in done.stderr
+    done = rbl("report", str(run_dir), "--metric", "speed", "-o", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 2 and "unknown metric 'speed'" in done.stderr and "throughput" in done.stderr
