@@ -12,7 +12,10 @@ FROM ${PYTHON_IMAGE}
 COPY --from=envoy /usr/local/bin/envoy /usr/local/bin/envoy
 {% endif %}
 COPY rbl /opt/rbl
-RUN pip install --no-cache-dir /opt/rbl
+# a virtual environment: works on python:* images and on Debian bases with python3-venv, whose
+# system Python refuses pip installs (PEP 668)
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir /opt/rbl
+ENV PATH=/opt/venv/bin:$PATH
 COPY target-entrypoint.sh /usr/local/bin/rbl-target
 RUN chmod 0755 /usr/local/bin/rbl-target
 ENTRYPOINT ["/usr/local/bin/rbl-target"]
