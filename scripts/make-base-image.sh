@@ -19,12 +19,14 @@ command -v debootstrap >/dev/null || { echo "needs debootstrap (apt-get install 
 docker info >/dev/null 2>&1 || { echo "needs a running Docker engine (apt-get install -y docker.io; dockerd &)" >&2; exit 4; }
 
 rootfs=$(mktemp -d)
-trap 'rm -rf "$rootfs"' EXIT INT TERM
+trap 'umount "$rootfs/proc" 2>/dev/null; rm -rf "$rootfs"' EXIT INT TERM
 echo "debootstrap bookworm ($packages) into $rootfs ..." >&2
 debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" >&2
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
     cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
-    chroot "$rootfs" update-ca-certificates >&2     # also refreshes Java's truststore when a JDK is in
+    mount -t proc proc "$rootfs/proc"              # Java's truststore hook needs /proc
+    chroot "$rootfs" update-ca-certificates --fresh >&2   # also rebuilds Java's truststore
+    umount "$rootfs/proc"
 fi
 rm -rf "$rootfs/var/cache/apt/archives"/*.deb "$rootfs/var/lib/apt/lists"/*
 tar -C "$rootfs" -c . | docker import --change 'ENV LANG=C.UTF-8' - "$image" >&2
