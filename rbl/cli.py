@@ -219,7 +219,15 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         client_jar: list[str] = typer.Option([], "--client-jar", metavar="LIBRARY=JAR",
                                              help="Run this jar as the library's client service instead of "
                                                   "building clients/<kind> (e.g. resilience4j=my.jar)."),
-        report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends.")):
+        report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends."),
+        backend: str = typer.Option("local", "--backend", help="local (processes on this machine) or docker "
+                                                                "(containers through a Docker engine)."),
+        network: str = typer.Option("bridge", "--network", help="docker backend: bridge (a network of the "
+                                                                  "run's own) or host."),
+        image: list[str] = typer.Option([], "--image", "--base-image", metavar="NAME=REF",
+                                        help="docker backend: a base image (python, envoy, maven, java; "
+                                             "envoy=none for rbl's proxy) or a prebuilt one (target, "
+                                             "client-python, ...), as for `rbl compile`.")):
     """Run a test space on this machine: httpbin, the fault proxy and client services as local
     processes; results in a run directory (results.jsonl, results.csv, manifest, logs)."""
     from rich.console import Console
@@ -229,6 +237,15 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
     resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=_client_jars(client_jar))
+    if backend not in ("local", "docker"):
+        raise UsageError(f"--backend must be local or docker, got {backend!r}")
+    if backend == "docker":
+        from .runner.docker_backend import NETWORKS, DockerOptions
+        if network not in NETWORKS:
+            raise UsageError(f"--network must be one of {', '.join(NETWORKS)}, got {network!r}")
+        options.backend, options.docker = "docker", DockerOptions(network=network, images=image)
+    elif image:
+        raise UsageError("--image applies to --backend docker")
     if workers is not None:
         options.workers = workers
     console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -7,26 +7,34 @@ from pathlib import Path
 
 from .compose import (BUILD_CONTEXT, COMPOSE_FILE, build_context_files, copy_client_sources, copy_rbl_package,
                       render_compose)
-from .deployment import (ADMIN_PORT, CLIENT_SOURCES, HTTPBIN_PORT, PROXY_PORT, Deployment, built_image_names,
+from .deployment import (CLIENT_SOURCES, COMPOSE_LAYOUT, Deployment, Layout, built_image_names,
                          deployment_for)
 from .envoy import EnvoyAddresses, render_envoy_config
 from .images import ImageChoice, parse_image_overrides
 
 ENVOY_FILE = "envoy/envoy.yaml"
-# inside the target container: listen on its network, reach httpbin on its own loopback
-CONTAINER_ENVOY = EnvoyAddresses(listen_port=PROXY_PORT, admin_port=ADMIN_PORT, upstream_host="127.0.0.1",
-                                 upstream_port=HTTPBIN_PORT, bind_host="0.0.0.0")
 
 
-def plan_deployment(header: dict, image_overrides: list[str]) -> tuple[Deployment, ImageChoice]:
+def envoy_addresses(layout: Layout) -> EnvoyAddresses:
+    """The target container's Envoy: listen where the layout says, reach httpbin on its loopback."""
+    return EnvoyAddresses(listen_port=layout.proxy_port, admin_port=layout.admin_port, upstream_host="127.0.0.1",
+                          upstream_port=layout.httpbin_port, bind_host=layout.bind_host)
+
+
+CONTAINER_ENVOY = envoy_addresses(COMPOSE_LAYOUT)
+
+
+def plan_deployment(header: dict, image_overrides: list[str],
+                    layout: Layout = COMPOSE_LAYOUT) -> tuple[Deployment, ImageChoice]:
     """The deployment of a plan; a bad --image raises UsageError before anything is written."""
     images = parse_image_overrides(image_overrides, built_image_names(header))
-    return deployment_for(header, images), images
+    return deployment_for(header, images, layout), images
 
 
 def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images: ImageChoice) -> list[Path]:
     texts = {COMPOSE_FILE: render_compose(header, deployment),
-             ENVOY_FILE: render_envoy_config(CONTAINER_ENVOY, node_id=deployment.project, fault=header["fault"])}
+             ENVOY_FILE: render_envoy_config(envoy_addresses(deployment.layout), node_id=deployment.project,
+                                             fault=header["fault"])}
     for name, text in build_context_files(deployment, images).items():
         texts[f"{BUILD_CONTEXT}/{name}"] = text
     written = []

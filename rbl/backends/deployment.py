@@ -49,6 +49,33 @@ CLIENT_SOURCES = {"client-resilience4j.Dockerfile": "resilience4j"}
 
 
 @dataclass(frozen=True)
+class Layout:
+    """Where the services listen. The compose file's (`published`): every container binds 0.0.0.0
+    on the fixed ports inside its own network namespace, and the host sees them on published
+    loopback ports. With host networking (`host`): no namespaces, so every service binds
+    127.0.0.1 on its own free port and nothing is published."""
+    network: str = "bridge"                 # bridge | host
+    bind_host: str = "0.0.0.0"
+    proxy_port: int = PROXY_PORT
+    admin_port: int = ADMIN_PORT
+    httpbin_port: int = HTTPBIN_PORT
+    client_ports: tuple[int, ...] = ()      # host mode: one per client library, in plan order
+
+    @property
+    def host_network(self) -> bool:
+        return self.network == "host"
+
+    def client_port(self, index: int) -> int:
+        return self.client_ports[index] if self.host_network else CLIENT_PORT
+
+    def published(self, host_port: int, container_port: int) -> tuple[tuple[int, int], ...]:
+        return () if self.host_network else ((host_port, container_port),)
+
+
+COMPOSE_LAYOUT = Layout()
+
+
+@dataclass(frozen=True)
 class Build:
     dockerfile: str
     args: dict[str, str]
@@ -77,6 +104,7 @@ class Deployment:
     dockerfiles: tuple[str, ...]       # the Dockerfile templates the services use
     needs_rbl_source: bool             # some image installs rbl itself (target, Python clients)
     warnings: tuple[str, ...]
+    layout: Layout = COMPOSE_LAYOUT
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
@@ -111,12 +139,12 @@ def built_image_names(header: dict) -> list[str]:
     return names
 
 
-def deployment_for(header: dict, images: ImageChoice) -> Deployment:
-    services = [_target_service(header, images)]
+def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_LAYOUT) -> Deployment:
+    services = [_target_service(images, layout)]
     dockerfiles = [] if images.is_prebuilt("target") else ["target.Dockerfile"]
     warnings = []
     for index, (library, kind) in enumerate(client_libraries(header)):
-        service = _client_service(library, kind, FIRST_CLIENT_HOST_PORT + index, images)
+        service = _client_service(library, kind, index, images, layout)
         services.append(service)
         if service.build and service.build.dockerfile not in dockerfiles:
             dockerfiles.append(service.build.dockerfile)
@@ -125,10 +153,10 @@ def deployment_for(header: dict, images: ImageChoice) -> Deployment:
     needs_rbl_source = any(s.build and s.build.dockerfile in ("target.Dockerfile", "client-python.Dockerfile")
                            for s in services)
     return Deployment(project_name(header["name"]), tuple(services), tuple(dockerfiles),
-                      needs_rbl_source, tuple(warnings))
+                      needs_rbl_source, tuple(warnings), layout)
 
 
-def _target_service(header: dict, images: ImageChoice) -> Service:
+def _target_service(images: ImageChoice, layout: Layout) -> Service:
     build = None
     if not images.is_prebuilt("target"):
         args = {"PYTHON_IMAGE": images.bases["python"]}
@@ -136,31 +164,33 @@ def _target_service(header: dict, images: ImageChoice) -> Service:
             args["ENVOY_IMAGE"] = images.bases["envoy"]
         build = Build("target.Dockerfile", args)
     check = ("import urllib.request as u; "
-             f"u.urlopen('http://127.0.0.1:{ADMIN_PORT}/ready', timeout=2); "
-             f"u.urlopen('http://127.0.0.1:{PROXY_PORT}/status/200', timeout=2)")
+             f"u.urlopen('http://127.0.0.1:{layout.admin_port}/ready', timeout=2); "
+             f"u.urlopen('http://127.0.0.1:{layout.proxy_port}/status/200', timeout=2)")
     return Service(
         name=TARGET_SERVICE, role="target", image=images.image_for("target"), build=build, command=(),
-        ports=((PROXY_PORT, PROXY_PORT), (ADMIN_PORT, ADMIN_PORT)),
+        ports=layout.published(PROXY_PORT, layout.proxy_port) + layout.published(ADMIN_PORT, layout.admin_port),
         healthcheck=("CMD", "python", "-c", check),
         environment={"RBL_PROXY": "auto" if images.with_envoy else "builtin",
-                     "BIND_HOST": "0.0.0.0", "PROXY_PORT": str(PROXY_PORT), "ADMIN_PORT": str(ADMIN_PORT),
-                     "HTTPBIN_PORT": str(HTTPBIN_PORT)},
+                     "BIND_HOST": layout.bind_host, "PROXY_PORT": str(layout.proxy_port),
+                     "ADMIN_PORT": str(layout.admin_port), "HTTPBIN_PORT": str(layout.httpbin_port)},
         volumes=(("envoy/envoy.yaml", ENVOY_CONFIG_IN_CONTAINER),),
     )
 
 
-def _client_service(library: str, kind: str, host_port: int, images: ImageChoice) -> Service:
+def _client_service(library: str, kind: str, index: int, images: ImageChoice, layout: Layout) -> Service:
     recipe = CLIENT_RECIPES.get(kind)
     image_name = client_image_name(kind)
+    port = layout.client_port(index)
     common = dict(name=f"client-{library}", role="client", image=images.image_for(image_name),
-                  ports=((host_port, CLIENT_PORT),), library=library, depends_on=(TARGET_SERVICE,))
+                  ports=layout.published(FIRST_CLIENT_HOST_PORT + index, port), library=library,
+                  depends_on=(TARGET_SERVICE,))
     if recipe is None:
         note = None
         if not images.is_prebuilt(image_name):
             note = (f"rbl ships no `{kind}` client service yet: build one that speaks rbl client protocol v1 "
-                    f"(DESIGN 5.2) on port {CLIENT_PORT} and pass --image {image_name}=REF")
+                    f"(DESIGN 5.2) on port {port} and pass --image {image_name}=REF")
         return Service(**common, build=None, command=(), healthcheck=(), note=note)
-    fill = {"library": library, "listen": f"0.0.0.0:{CLIENT_PORT}", "port": CLIENT_PORT}
+    fill = {"library": library, "listen": f"{layout.bind_host}:{port}", "port": port}
     build = None if images.is_prebuilt(image_name) else Build(
         recipe.dockerfile, {f"{base.upper()}_IMAGE": images.bases[base] for base in recipe.base_args})
     return Service(**common, build=build, command=tuple(a.format(**fill) for a in recipe.command),

@@ -33,6 +33,17 @@ class LocalOptions:
     proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
     seed: int | None = None          # the built-in proxy's fault decision seed
     client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
+    backend: str = "local"           # local | docker
+    docker: "DockerOptions | None" = None                        # --backend docker's settings
+
+
+def reported_version(host: str, port: int) -> str | None:
+    """The library version a client service reports on /health."""
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=5) as response:
+            return json.load(response).get("version")
+    except (OSError, ValueError):
+        return None
 
 
 def resolve_proxy(kind: str) -> str:
@@ -148,14 +159,7 @@ class LocalBackend:
 
     def client_versions(self) -> dict[str, str | None]:
         """The library versions the client services report on /health."""
-        versions = {}
-        for library, (_, port) in self.clients.items():
-            try:
-                with urllib.request.urlopen(f"http://{HOST}:{port}/health", timeout=5) as response:
-                    versions[library] = json.load(response).get("version")
-            except (OSError, ValueError):
-                versions[library] = None
-        return versions
+        return {library: reported_version(HOST, port) for library, (_, port) in self.clients.items()}
 
     # -- addresses ---------------------------------------------------------------------------
     def target_url(self, path: str) -> str:

@@ -59,6 +59,16 @@ def load_plan_file(path: Path) -> tuple[dict, Iterable[str]]:
     return header, (line.rstrip("\n") for line in lines.open(encoding="utf-8") if line.strip())
 
 
+def check_environment(header: dict, options: LocalOptions, console: Console) -> None:
+    """Everything the run needs on this machine, before anything is created or started."""
+    if options.backend == "docker":
+        from .docker_backend import connect
+        connect()                  # clients are built inside images: no local java or mvn needed
+        return
+    check_requirements(header["clients"], options.client_jars)
+    prepare_clients(header, options, console)
+
+
 def prepare_clients(header: dict, options: LocalOptions, console: Console) -> None:
     """Build (or find in the cache) the jars of the plan's Java clients, before anything starts."""
     for client in header["clients"]:
@@ -70,8 +80,7 @@ def prepare_clients(header: dict, options: LocalOptions, console: Console) -> No
 
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
               console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
-    check_requirements(header["clients"], options.client_jars)
-    prepare_clients(header, options, console)
+    check_environment(header, options, console)
     run = RunDirectory.create(out, header, scenario_lines)
     console.print(f"run directory: {out}", highlight=False)
     return _execute(run, header, options, console, round_timeout)
@@ -84,10 +93,16 @@ def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: 
     if spec_sha256 and header["source"]["sha256"] != spec_sha256:
         raise UsageError(f"the spec changed since {out} was started",
                          hint="resume without the spec argument, or start a new run")
-    check_requirements(header["clients"], options.client_jars)
-    prepare_clients(header, options, console)
+    check_environment(header, options, console)
     console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done", highlight=False)
     return _execute(run, header, options, console, round_timeout)
+
+
+def _backend(run: RunDirectory, header: dict, libraries: dict[str, str], options: LocalOptions):
+    if options.backend == "docker":
+        from .docker_backend import DockerBackend, DockerOptions
+        return DockerBackend(run.path, run.logs, header, options.docker or DockerOptions())
+    return LocalBackend(run.logs, libraries, options)
 
 
 @contextmanager
@@ -115,7 +130,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     run.write_manifest(manifest)
     executor: Executor | None = None
     try:
-        with _sigterm_as_interrupt(), LocalBackend(run.logs, libraries, options) as backend:
+        with _sigterm_as_interrupt(), _backend(run, header, libraries, options) as backend:
             session["proxy"] = backend.proxy_kind
             session["pids"] = backend.pids()
             for library, reported in backend.client_versions().items():   # e.g. the JVM client's library
