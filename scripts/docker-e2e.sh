@@ -1,0 +1,28 @@
+#!/bin/sh
+# The docker backend end to end against a real Docker engine, from a bare machine of ours:
+# installs docker.io and debootstrap if missing, starts dockerd if none answers (and stops it
+# afterwards), makes the local base image if missing (scripts/make-base-image.sh --java: no
+# registry is reachable from our machines), then runs the tests marked `docker`.
+#
+# usage (root): scripts/docker-e2e.sh [pytest arguments]
+set -eu
+cd "$(dirname "$0")/.."
+base="${RBL_DOCKER_BASE:-rbl-local/debian-python-java:bookworm}"
+started_dockerd=""
+
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq docker.io debootstrap >/dev/null
+fi
+if ! docker info >/dev/null 2>&1; then
+    dockerd >/tmp/rbl-dockerd.log 2>&1 &
+    started_dockerd=$!
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+fi
+cleanup() { if [ -n "$started_dockerd" ]; then kill "$started_dockerd"; wait "$started_dockerd" || true; fi; }
+trap cleanup EXIT INT TERM
+docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /tmp/rbl-dockerd.log" >&2; exit 4; }
+
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+    scripts/make-base-image.sh --java "$base" >/dev/null
+fi
+RBL_DOCKER_BASE="$base" python3 -m pytest -q -m docker tests/test_docker_backend.py "$@"

@@ -1,0 +1,144 @@
+"""`rbl run --backend docker` against a real Docker engine (marker `docker`, run by
+scripts/docker-e2e.sh, which sets up the engine and a local base image); plus the error when no
+engine is reachable, which needs none and runs with the rest of the suite."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+BASE = os.environ.get("RBL_DOCKER_BASE", "rbl-local/debian-python-java:bookworm")
+IMAGES = ["--image", f"python={BASE}", "--image", f"maven={BASE}", "--image", f"java={BASE}", "--image", "envoy=none"]
+SPACE = """
+space dockertest {
+  rounds = 1
+  users = 3
+  successes = 3
+  max_requests = 12
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate in [0%, 100%]
+  client tenacity.retry {
+    stop_after_attempt = 3
+    wait = fixed
+    wait_fixed = 1ms
+  }
+  client resilience4j.retry {
+    maxAttempts = 3
+    waitDuration = 1ms
+  }
+}
+"""
+LONG_SPACE = SPACE.replace("rounds = 1", "rounds = 50").replace("space dockertest", "space dockerlong")
+
+
+def rbl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rbl", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def test_no_reachable_engine_exits_4_with_advice_before_anything_is_created(tmp_path):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "-o", "out", "--backend", "docker", cwd=tmp_path,
+               env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert done.returncode == 4, done.stderr
+    assert "no Docker engine reachable" in done.stderr and "docker.io" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_docker_options_without_the_docker_backend_are_usage_errors(tmp_path):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "--image", "python=x:1", cwd=tmp_path)
+    assert done.returncode == 2 and "--backend docker" in done.stderr
+    done = rbl("run", "s.rbl", "--backend", "docker", "--network", "overlay", cwd=tmp_path)
+    assert done.returncode == 2 and "--network" in done.stderr
+
+
+# -- against a real engine ------------------------------------------------------------------------
+def docker_json(*args: str) -> list:
+    out = subprocess.run(["docker", *args, "--format", "{{json .}}"], capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    done = subprocess.run(["docker", "image", "inspect", BASE], capture_output=True, text=True)
+    assert done.returncode == 0, f"no base image {BASE}: run scripts/docker-e2e.sh (it makes one)"
+    return BASE
+
+
+def rows_of(run_dir: Path) -> list[dict]:
+    with (run_dir / "results.csv").open() as source:
+        return list(csv.DictReader(source))
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("network", ["host", "bridge"])
+def test_a_docker_run_gives_the_local_backend_s_columns_and_invariants(engine, tmp_path, network):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "-o", "docker-run", "--backend", "docker", "--network", network, *IMAGES, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    local = rbl("run", "s.rbl", "-o", "local-run", cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    in_docker, on_host = rows_of(tmp_path / "docker-run"), rows_of(tmp_path / "local-run")
+    assert list(in_docker[0]) == list(on_host[0])                        # the same columns, in order
+    assert len(in_docker) == len(on_host) == 2 * 2 * 3
+    for row in in_docker:
+        if row["faultPercentage"] == "0":
+            assert row["totalRequests"] == "3" and row["successfulCalls"] == "3"
+        else:                                                            # 3 attempts per call, 12 requests
+            assert row["totalRequests"] == "12" and row["totalCalls"] == "4" and row["faultRateApplied"] == "100.0"
+    manifest = json.loads((tmp_path / "docker-run" / "manifest.json").read_text())
+    assert manifest["versions"]["resilience4j"].startswith("2.") and manifest["sessions"][-1]["status"] == "finished"
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockertest")
+    assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
+
+
+@pytest.mark.docker
+def test_the_driver_runs_what_rbl_compile_writes(engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "-o", "run", "--backend", "docker", *IMAGES, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    compiled = rbl("compile", "s.rbl", "-o", "compiled", *IMAGES, cwd=tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
+    ran = tmp_path / "run" / "deployment"
+    assert (ran / "docker-compose.yaml").read_text() == (tmp_path / "compiled" / "docker-compose.yaml").read_text()
+    assert (ran / "envoy" / "envoy.yaml").read_text() == (tmp_path / "compiled" / "envoy" / "envoy.yaml").read_text()
+
+
+@pytest.mark.docker
+def test_a_failing_image_build_names_the_step_and_the_log(engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "-o", "run", "--backend", "docker", "--network", "host", *IMAGES,
+               "--image", "python=rbl-local/no-such-base:1", cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert "failed at Step" in done.stderr and "build-target.log" in done.stderr
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockertest")
+
+
+@pytest.mark.docker
+def test_ctrl_c_leaves_no_containers_or_networks(engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(LONG_SPACE)
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "s.rbl", "-o", "run", "--backend", "docker",
+                                *IMAGES], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 600
+    while not (tmp_path / "run" / "results.jsonl").exists() or not (tmp_path / "run" / "results.jsonl").stat().st_size:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.poll() else ""
+        time.sleep(0.2)
+    assert len(docker_json("ps", "--filter", "label=rbl.plan=dockerlong")) == 3       # target + 2 clients
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerlong")
+    assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
