@@ -18,7 +18,7 @@ if ! docker info >/dev/null 2>&1; then
     started_dockerd=$!
     for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
 fi
-cleanup() { if [ -n "$started_dockerd" ]; then kill "$started_dockerd"; wait "$started_dockerd" || true; fi; }
+cleanup() { if [ -n "$started_dockerd" ]; then kill "$started_dockerd" 2>/dev/null || true; wait "$started_dockerd" 2>/dev/null || true; fi; }
 trap cleanup EXIT INT TERM
 docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /tmp/rbl-dockerd.log" >&2; exit 4; }
 

@@ -19,7 +19,7 @@ command -v debootstrap >/dev/null || { echo "needs debootstrap (apt-get install 
 docker info >/dev/null 2>&1 || { echo "needs a running Docker engine (apt-get install -y docker.io; dockerd &)" >&2; exit 4; }
 
 rootfs=$(mktemp -d)
-trap 'umount "$rootfs/proc" 2>/dev/null; rm -rf "$rootfs"' EXIT INT TERM
+trap 'umount "$rootfs/proc" 2>/dev/null || true; rm -rf "$rootfs"' EXIT INT TERM
 echo "debootstrap bookworm ($packages) into $rootfs ..." >&2
 debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" >&2
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
