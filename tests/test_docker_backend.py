@@ -142,3 +142,13 @@ def test_ctrl_c_leaves_no_containers_or_networks(engine, tmp_path):
     assert process.wait(timeout=120) == 130
     assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerlong")
     assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
+
+
+def test_a_bad_image_or_an_unbuildable_client_fails_before_the_run_directory_exists(tmp_path):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "-o", "out", "--backend", "docker", "--image", "pyton=x:1", cwd=tmp_path)
+    assert done.returncode == 2 and "unknown image name 'pyton'" in done.stderr
+    (tmp_path / "p.rbl").write_text("space p {\n  users = 1\n  client polly.baseline {}\n}\n")
+    done = rbl("run", "p.rbl", "-o", "out", "--backend", "docker", cwd=tmp_path)
+    assert done.returncode == 4 and "--image client-polly=REF" in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -80,8 +80,6 @@ class DockerBackend:
     def __enter__(self) -> "DockerBackend":
         try:
             self.engine = connect()
-            for warning in self.deployment.warnings:
-                raise EnvironmentMissing(warning)
             context = self.run_dir / "deployment"
             write_artifacts(self.header, context, self.deployment, self.images)
             self._build_images(context / "docker")

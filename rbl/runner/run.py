@@ -22,7 +22,7 @@ from typing import Iterable
 from rich.console import Console
 
 from .. import __version__
-from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, EnvironmentMissing, UsageError
 from .client_builds import BUILT_CLIENTS, client_jar
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .local import LocalBackend, LocalOptions
@@ -62,7 +62,12 @@ def load_plan_file(path: Path) -> tuple[dict, Iterable[str]]:
 def check_environment(header: dict, options: LocalOptions, console: Console) -> None:
     """Everything the run needs on this machine, before anything is created or started."""
     if options.backend == "docker":
-        from .docker_backend import connect
+        from ..backends.artifacts import plan_deployment
+        from .docker_backend import DockerOptions, connect
+        deployment, _ = plan_deployment(header, (options.docker or DockerOptions()).images)   # a bad --image
+        if deployment.warnings:
+            raise EnvironmentMissing(deployment.warnings[0], hint="the docker backend runs only client services "
+                                                                   "it can build or that you name with --image")
         connect()                  # clients are built inside images: no local java or mvn needed
         return
     check_requirements(header["clients"], options.client_jars)
