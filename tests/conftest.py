@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,12 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 SHARED = REPO.parent / "shared"
 REFERENCE_JSON = SHARED / "reference" / "resiliencebench-json"
+
+
+def run_rbl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m rbl ARGS` as a separate process (real signals, exit codes, stderr), on this checkout."""
+    return subprocess.run([sys.executable, "-m", "rbl", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
 
 class TextSnapshot(SingleFileSnapshotExtension):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, run_rbl
 
 BASE = os.environ.get("RBL_DOCKER_BASE", "rbl-local/debian-python-java:bookworm")
 IMAGES = ["--image", f"python={BASE}", "--image", f"maven={BASE}", "--image", f"java={BASE}", "--image", "envoy=none"]
@@ -43,9 +43,8 @@ space dockertest {
 LONG_SPACE = SPACE.replace("rounds = 1", "rounds = 50").replace("space dockertest", "space dockerlong")
 
 
-def rbl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rbl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+def rbl(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run_rbl(*args, cwd=cwd, env=env, timeout=900)     # image builds take minutes
 
 
 def test_no_reachable_engine_exits_4_with_advice_before_anything_is_created(tmp_path):

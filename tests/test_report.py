@@ -9,8 +9,6 @@ import json
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -19,7 +17,7 @@ import pytest
 from rbl.report.cells import load_cells
 from rbl.report.figures import build_figure
 
-from .conftest import REPO
+from .conftest import run_rbl as rbl
 
 SPACE = """
 space reported {
@@ -44,11 +42,6 @@ space reported {
 }
 """
 METRICS = ("successTimePerRequest", "totalExecutionTime")
-
-
-def rbl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rbl", *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
 
 
 @pytest.fixture(scope="module")

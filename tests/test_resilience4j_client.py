@@ -4,9 +4,7 @@ semantics are checked by tests/conformance.)"""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import pytest
 
 from rbl.runner import client_builds
 
-from .conftest import REPO
+from .conftest import run_rbl
 from .test_run import rows
 
 SPACE = """
@@ -36,15 +34,14 @@ space r4j {
 """
 
 
-def run_rbl(tmp_path: Path, *args: str, path: str | None = None, cache: Path | None = None):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def run_r4j(tmp_path: Path, *args: str, path: str | None = None, cache: Path | None = None):
+    env = {}
     if path is not None:
         env["PATH"] = path
     if cache is not None:
         env["XDG_CACHE_HOME"] = str(cache)
     (tmp_path / "r4j.rbl").write_text(SPACE)
-    return subprocess.run([sys.executable, "-m", "rbl", "run", "r4j.rbl", "-o", "out", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env=env)
+    return run_rbl("run", "r4j.rbl", "-o", "out", *args, cwd=tmp_path, env=env)
 
 
 def bin_with(tmp_path: Path, *commands: str) -> str:
@@ -63,7 +60,7 @@ def built_jar() -> Path:
 
 
 def test_a_real_jvm_run_gives_the_invariants(tmp_path, built_jar):
-    done = run_rbl(tmp_path)
+    done = run_r4j(tmp_path)
     assert done.returncode == 0, done.stderr
     found = rows(tmp_path / "out")
     assert len(found) == 2 * 2 * (2 + 4)                     # faults x clients x users
@@ -80,21 +77,21 @@ def test_a_real_jvm_run_gives_the_invariants(tmp_path, built_jar):
 
 
 def test_missing_java_exits_4_with_advice_before_anything_starts(tmp_path):
-    done = run_rbl(tmp_path, path=bin_with(tmp_path))
+    done = run_r4j(tmp_path, path=bin_with(tmp_path))
     assert done.returncode == 4, done.stderr
     assert "needs java" in done.stderr and "JDK 17" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_missing_maven_exits_4_when_the_client_must_be_built(tmp_path):
-    done = run_rbl(tmp_path, path=bin_with(tmp_path, "java"), cache=tmp_path / "empty-cache")
+    done = run_r4j(tmp_path, path=bin_with(tmp_path, "java"), cache=tmp_path / "empty-cache")
     assert done.returncode == 4, done.stderr
     assert "mvn" in done.stderr and "Maven" in done.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_a_jar_the_user_points_to_needs_no_maven(tmp_path, built_jar):
-    done = run_rbl(tmp_path, "--client-jar", f"resilience4j={built_jar}", path=bin_with(tmp_path, "java"),
+    done = run_r4j(tmp_path, "--client-jar", f"resilience4j={built_jar}", path=bin_with(tmp_path, "java"),
                    cache=tmp_path / "empty-cache")
     assert done.returncode == 0, done.stderr
     assert len(rows(tmp_path / "out")) == 24

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .conftest import REPO, run_rbl
 
 RUN_TIMEOUT = 240
 
 
 def rbl(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rbl", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return run_rbl(*args, cwd=cwd, timeout=RUN_TIMEOUT)
 
 
 def rows(run_dir: Path) -> list[dict]:
