@@ -1,0 +1,167 @@
+"""Neutral value -> a library's native parameters, exactly (library-semantics.md sections 8-9).
+
+Each mapper returns the native parameters plus the gaps: what the library cannot express, each
+with the closest native setting, which is what the mapper used. A configuration with gaps is an
+error unless the spec opted into approximation (`approximate = true`); then the gaps are recorded
+in the plan. Parameters a mapper leaves out take the catalogue's defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+from ..compiler.units import handoff
+from .model import Neutral, NeutralBreaker, NeutralRetry
+
+# R4j counts a call slower than this as slow; a breaker opened by failures alone must never see one.
+NEVER_SLOW_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class Gap:
+    what: str          # what the library cannot express
+    closest: str       # the native setting used instead
+
+
+@dataclass(frozen=True)
+class Mapped:
+    native: dict       # parameter name -> the value the client receives
+    gaps: tuple[Gap, ...]
+
+
+class _Native:
+    """Collects native parameters and the gaps found on the way."""
+
+    def __init__(self, library: str):
+        self.library = library
+        self.params: dict = {}
+        self.gaps: list[Gap] = []
+
+    def whole_ms(self, name: str, ms: Fraction, minimum: int = 0) -> int:
+        """A duration handed in whole milliseconds."""
+        value = max(minimum, int(ms + Fraction(1, 2)) if ms.denominator != 1 else int(ms))
+        if value != ms:
+            why = f"at least {minimum} ms" if ms < minimum else "whole milliseconds"
+            self.gaps.append(Gap(f"{self.library} takes `{name}` in {why}, not {_ms(ms)}", f"{name} = {value}ms"))
+        self.params[name] = value
+        return value
+
+    def seconds(self, name: str, ms: Fraction) -> None:
+        self.params[name] = float(ms / 1000) if (ms / 1000).denominator != 1 else int(ms / 1000)
+
+    def only_one_probe(self, breaker: NeutralBreaker, how: str) -> None:
+        if breaker.half_open_permits != 1:
+            self.gaps.append(Gap(f"{self.library} lets one probe call decide ({how}), "
+                                 f"not half_open_permits: {breaker.half_open_permits}", "half_open_permits: 1"))
+
+
+def _ms(ms: Fraction) -> str:
+    return f"{float(ms):g}ms"
+
+
+def _resilience4j(neutral: Neutral, out: _Native) -> None:
+    if isinstance(neutral, NeutralRetry):
+        out.params["maxAttempts"] = neutral.attempts
+        backoff = neutral.backoff
+        if backoff.kind == "exponential":
+            # the closed form, not ofExponentialBackoff's step-wise truncation
+            out.params["intervalFunction"] = "EXPONENTIAL_EXACT"
+            out.whole_ms("initialIntervalMillis", backoff.initial_ms, minimum=1)
+            out.params["multiplier"] = float(backoff.multiplier)
+            if backoff.max_ms is not None:
+                out.whole_ms("maxIntervalMillis", backoff.max_ms, minimum=1)
+        else:
+            out.params["intervalFunction"] = "FIXED"
+            out.whole_ms("waitDuration", backoff.initial_ms)
+        return
+    n = neutral.consecutive_failures
+    out.params.update({"slidingWindowType": "COUNT_BASED", "slidingWindowSize": n, "minimumNumberOfCalls": n,
+                       "failureRateThreshold": 100, "slowCallRateThreshold": 100,
+                       "slowCallDurationThreshold": NEVER_SLOW_MS,
+                       "permittedNumberOfCallsInHalfOpenState": neutral.half_open_permits})
+    out.whole_ms("waitDurationInOpenState", neutral.open_for_ms, minimum=1)
+
+
+def _polly(neutral: Neutral, out: _Native) -> None:
+    if isinstance(neutral, NeutralRetry):
+        out.params["retryCount"] = neutral.attempts - 1
+        backoff = neutral.backoff
+        if backoff.kind == "exponential":
+            # provider k => sleepDuration * pow^(k-1); the paper's EXPONENTIAL_BACKOFF (pow^k) is one step ahead
+            out.params["sleepDurationType"] = "EXPONENTIAL_EXACT"
+            out.whole_ms("sleepDuration", backoff.initial_ms)
+            out.params["exponentialBackoffPow"] = float(backoff.multiplier)
+            if backoff.max_ms is not None:
+                out.gaps.append(Gap(f"polly's client has no cap on its waits (max: {_ms(backoff.max_ms)})",
+                                    "no cap"))
+        else:
+            out.params["sleepDurationType"] = "FIXED"
+            out.whole_ms("sleepDuration", backoff.initial_ms)
+        return
+    out.params["exceptionsAllowedBeforeBreaking"] = neutral.consecutive_failures
+    out.whole_ms("durationOfBreaking", neutral.open_for_ms)
+    out.only_one_probe(neutral, "one probe per open duration")
+
+
+def _cockatiel(neutral: Neutral, out: _Native) -> None:
+    if isinstance(neutral, NeutralRetry):
+        out.params["maxAttempts"] = neutral.attempts - 1          # cockatiel counts retries
+        out.params["backoff"] = "CONSTANT"
+        backoff = neutral.backoff
+        if backoff.kind == "exponential":
+            out.gaps.append(Gap("cockatiel's EXPONENTIAL backoff adds random decorrelated jitter, so it "
+                                "cannot wait initial * multiplier^(k-1)",
+                                f"backoff = CONSTANT, initialDelay = {_ms(backoff.initial_ms)}"))
+        out.whole_ms("initialDelay", backoff.initial_ms)
+        return
+    out.params["consecutiveFailures"] = neutral.consecutive_failures
+    out.whole_ms("halfOpenAfter", neutral.open_for_ms)
+    out.only_one_probe(neutral, "later callers wait for the probe")
+
+
+def _tenacity(neutral: Neutral, out: _Native) -> None:
+    out.params["stop_after_attempt"] = neutral.attempts
+    backoff = neutral.backoff
+    if backoff.kind == "none":
+        out.params["wait"] = "none"
+    elif backoff.kind == "constant":
+        out.params["wait"] = "fixed"
+        out.seconds("wait_fixed", backoff.initial_ms)
+    else:
+        # wait_exponential: multiplier * exp_base^(k-1), in seconds
+        out.params.update({"wait": "exponential", "exp_base": float(backoff.multiplier), "min": 0})
+        out.seconds("multiplier", backoff.initial_ms)
+        if backoff.max_ms is not None:
+            out.seconds("max", backoff.max_ms)
+
+
+def _pybreaker(neutral: Neutral, out: _Native) -> None:
+    out.params.update({"fail_max": neutral.consecutive_failures, "success_threshold": 1})
+    if neutral.open_for_ms <= 0:
+        out.gaps.append(Gap("pybreaker needs a reset_timeout above 0", "reset_timeout = 1ms"))
+        out.seconds("reset_timeout", Fraction(1))
+    else:
+        out.seconds("reset_timeout", neutral.open_for_ms)
+    out.only_one_probe(neutral, "one trial call closes or reopens it")
+
+
+MAPPERS: dict[str, Callable[[Neutral, _Native], None]] = {
+    "resilience4j": _resilience4j,
+    "polly": _polly,
+    "cockatiel": _cockatiel,
+    "tenacity": _tenacity,
+    "pybreaker": _pybreaker,
+}
+
+
+def map_neutral(library: str, pattern_def, neutral: Neutral) -> Mapped:
+    """The native configuration for `neutral` in `library` (whose catalogue pattern is
+    pattern_def): mapped parameters first, then the catalogue defaults of the others."""
+    out = _Native(library)
+    MAPPERS[library](neutral, out)
+    for definition in pattern_def.params.values():
+        if definition.name not in out.params and definition.default is not None:
+            out.params[definition.name] = handoff(definition.default, definition.handoff)
+    return Mapped(out.params, tuple(out.gaps))

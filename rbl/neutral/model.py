@@ -1,0 +1,73 @@
+"""The neutral model: one retry or circuit breaker described by behaviour, not by a library's knobs.
+
+Retry (library-semantics.md 8.1): `attempts` counts the first call; the wait before retry k
+(k = 1 .. attempts-1) is `initial * multiplier^(k-1)`, capped at `max`, exactly (no step-wise
+truncation). Circuit breaker (8.2): opens after `consecutive_failures(n)`, stays open `open_for`,
+then lets `half_open_permits` probe calls through; a failed probe opens it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Backoff:
+    kind: str                          # "none", "constant" or "exponential"
+    initial_ms: Fraction = Fraction(0)  # constant: every wait; exponential: the first wait
+    multiplier: Fraction = Fraction(1)
+    max_ms: Fraction | None = None      # exponential: the cap (None: unbounded)
+
+    def wait_ms(self, retry: int) -> float:
+        """The wait before retry number `retry` (1-based)."""
+        if self.kind == "none":
+            return 0.0
+        if self.kind == "constant":
+            return float(self.initial_ms)
+        wait = float(self.initial_ms) * float(self.multiplier) ** (retry - 1)
+        return wait if self.max_ms is None else min(wait, float(self.max_ms))
+
+
+@dataclass(frozen=True)
+class NeutralRetry:
+    attempts: int
+    backoff: Backoff
+
+    pattern = "retry"
+
+    def waits(self) -> tuple[float, ...]:
+        return tuple(self.backoff.wait_ms(k) for k in range(1, self.attempts))
+
+
+@dataclass(frozen=True)
+class NeutralBreaker:
+    consecutive_failures: int
+    open_for_ms: Fraction
+    half_open_permits: int = 1
+
+    pattern = "circuit_breaker"
+
+
+Neutral = NeutralRetry | NeutralBreaker
+
+
+def from_values(pattern: str, values: dict) -> Neutral:
+    """A neutral value from one configuration of flattened parameters (see signatures.py):
+    {"attempts": Value, "backoff": Value(enum kind), "backoff.initial": Value(duration), ...}."""
+    def ms(name: str) -> Fraction:
+        return Fraction(values[name].v) / NS_PER_MS
+
+    if pattern == "retry":
+        kind = values["backoff"].v
+        if kind == "constant":
+            backoff = Backoff("constant", ms("backoff.delay"))
+        elif kind == "exponential":
+            backoff = Backoff("exponential", ms("backoff.initial"), Fraction(values["backoff.multiplier"].v),
+                              ms("backoff.max") if "backoff.max" in values else None)
+        else:
+            backoff = Backoff("none")
+        return NeutralRetry(values["attempts"].v, backoff)
+    return NeutralBreaker(values["open_when.count"].v, ms("open_for"), values["half_open_permits"].v)

@@ -1,0 +1,187 @@
+"""What a library-native configuration does, computed from the library's own formulas
+(../shared/reference/library-semantics.md sections 1, 2, 5, 7 and 9): the number of attempts and
+the wait before each retry, or when a breaker opens and for how long. Configurations are the
+plan's native dicts (the values the client services receive, in their handoff units)."""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Callable
+
+# Waits closer than this count as equal: no library's timer honours less than a millisecond, and a
+# library that waits whole milliseconds realises 67.5 ms as 67 or 68 (library-semantics.md 10).
+WAIT_TOLERANCE_MS = 0.5
+
+
+@dataclass(frozen=True)
+class RetryBehaviour:
+    attempts: int
+    waits: tuple[float, ...] | None    # None: the waits are random
+    random: str = ""                   # what kind of randomness, when waits is None
+
+    def describe(self) -> str:
+        if self.waits is None:
+            return f"{self.attempts} attempts, random waits ({self.random})"
+        if not self.waits:
+            return f"{self.attempts} attempt, no retry"
+        return f"{self.attempts} attempts, waits {format_waits(self.waits)} (total {format_ms(sum(self.waits))})"
+
+
+@dataclass(frozen=True)
+class BreakerBehaviour:
+    opens: str                         # when a closed breaker opens, in words
+    consecutive: int | None            # n when it opens after exactly n consecutive failures
+    open_for_ms: float
+    half_open_permits: int | None      # None: not a fixed number of probes
+    slow_calls_over_ms: float | None = None   # faulted calls slower than this count as failures
+
+    def describe(self) -> str:
+        probes = "unlimited probes" if self.half_open_permits is None else \
+            f"{self.half_open_permits} probe{'s' if self.half_open_permits != 1 else ''}"
+        slow = "" if self.slow_calls_over_ms is None else \
+            f"; calls over {format_ms(self.slow_calls_over_ms)} count as failures (the delay fault reaches it)"
+        return f"opens {self.opens}, open {format_ms(self.open_for_ms)}, then {probes}{slow}"
+
+
+Behaviour = RetryBehaviour | BreakerBehaviour
+
+
+def format_ms(ms: float) -> str:
+    return f"{ms:.3f}".rstrip("0").rstrip(".") + " ms"
+
+
+def format_waits(waits: tuple[float, ...]) -> str:
+    return ", ".join(f"{w:.3f}".rstrip("0").rstrip(".") for w in waits) + " ms"
+
+
+def equivalent(a: Behaviour, b: Behaviour) -> bool:
+    if isinstance(a, RetryBehaviour) and isinstance(b, RetryBehaviour):
+        if a.attempts != b.attempts or a.waits is None or b.waits is None:
+            return False
+        return all(abs(x - y) <= WAIT_TOLERANCE_MS + 1e-9 for x, y in zip(a.waits, b.waits))
+    if isinstance(a, BreakerBehaviour) and isinstance(b, BreakerBehaviour):
+        return (a.consecutive is not None and a.consecutive == b.consecutive
+                and abs(a.open_for_ms - b.open_for_ms) <= WAIT_TOLERANCE_MS + 1e-9
+                and a.half_open_permits == b.half_open_permits
+                and a.slow_calls_over_ms == b.slow_calls_over_ms)
+    return False
+
+
+# ---- Resilience4j (section 1) ----------------------------------------------------------------
+
+def resilience4j_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    attempts, kind = c["maxAttempts"], c["intervalFunction"]
+    retries = range(1, attempts)
+    cap = c.get("maxIntervalMillis")
+    if kind == "FIXED":
+        return RetryBehaviour(attempts, tuple(float(c["waitDuration"]) for _ in retries))
+    if kind == "EXPONENTIAL_EXACT":     # rbl's closed form: k -> round(initial * m^(k-1)), capped
+        waits = [java_round(c["initialIntervalMillis"] * c["multiplier"] ** (k - 1)) for k in retries]
+        return RetryBehaviour(attempts, tuple(float(w if cap is None else min(w, cap)) for w in waits))
+    if kind == "EXPONENTIAL_BACKOFF":   # ofExponentialBackoff: x -> (long)(x * m), step by step
+        waits, wait = [], c["initialIntervalMillis"]
+        for _ in retries:
+            waits.append(float(wait if cap is None else min(wait, cap)))
+            wait = int(wait * c["multiplier"])
+        return RetryBehaviour(attempts, tuple(waits))
+    return RetryBehaviour(attempts, None, f"{kind}, randomization factor {c['randomizationFactor']}")
+
+
+def java_round(x: float) -> int:
+    """Java's Math.round(double): the nearest long, halves rounded up."""
+    return math.floor(x + 0.5)
+
+
+def resilience4j_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    threshold, size = c["failureRateThreshold"], c["slidingWindowSize"]
+    minimum = min(c["minimumNumberOfCalls"], size) if c["slidingWindowType"] == "COUNT_BASED" \
+        else c["minimumNumberOfCalls"]
+    if c["slidingWindowType"] == "COUNT_BASED" and threshold == 100 and minimum == size:
+        consecutive, opens = size, f"after {size} consecutive failures"
+    else:
+        window = f"the last {size} calls" if c["slidingWindowType"] == "COUNT_BASED" else f"the last {size} s"
+        consecutive, opens = None, f"at a failure rate >= {threshold}% over {window} (at least {minimum} calls)"
+    slow = None
+    # a call slower than slowCallDurationThreshold (strict >) is slow; delayed calls reach it
+    if fault_delay_ms is not None and fault_delay_ms >= c["slowCallDurationThreshold"]:
+        slow = float(c["slowCallDurationThreshold"])
+    return BreakerBehaviour(opens, consecutive, float(c["waitDurationInOpenState"]),
+                            c["permittedNumberOfCallsInHalfOpenState"], slow)
+
+
+# ---- Polly v7 (section 2; the seed paper's client) ---------------------------------------------
+
+def polly_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    attempts, sleep = c["retryCount"] + 1, c["sleepDuration"]
+    retries = range(1, attempts)
+    kind = c["sleepDurationType"]
+    if kind == "FIXED":
+        return RetryBehaviour(attempts, tuple(float(sleep) for _ in retries))
+    if kind == "EXPONENTIAL_EXACT":     # provider k => sleepDuration * pow^(k-1), in double
+        return RetryBehaviour(attempts, tuple(sleep * c["exponentialBackoffPow"] ** (k - 1) for k in retries))
+    # the paper's provider: n => Math.Pow(ExponentialBackoffPow, n) * SleepDuration, pow a C# float
+    pow32 = struct.unpack("f", struct.pack("f", c["exponentialBackoffPow"]))[0]
+    return RetryBehaviour(attempts, tuple(math.pow(pow32, k) * sleep for k in retries))
+
+
+def polly_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    n = c["exceptionsAllowedBeforeBreaking"]
+    return BreakerBehaviour(f"after {n} consecutive failures", n, float(c["durationOfBreaking"]), 1)
+
+
+# ---- Cockatiel (section 5) -----------------------------------------------------------------------
+
+def cockatiel_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    attempts = c["maxAttempts"] + 1       # maxAttempts counts retries
+    if c["backoff"] == "CONSTANT":
+        return RetryBehaviour(attempts, tuple(float(c["initialDelay"]) for _ in range(1, attempts)))
+    return RetryBehaviour(attempts, None, "ExponentialBackoff's decorrelated jitter")
+
+
+def cockatiel_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    n = c["consecutiveFailures"]
+    return BreakerBehaviour(f"after {n} consecutive failures", n, float(c["halfOpenAfter"]), 1)
+
+
+# ---- tenacity and pybreaker (section 7) ---------------------------------------------------------
+
+def tenacity_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    attempts, kind = c["stop_after_attempt"], c["wait"]
+    retries = range(1, attempts)
+    if kind == "none":
+        return RetryBehaviour(attempts, tuple(0.0 for _ in retries))
+    if kind == "fixed":
+        return RetryBehaviour(attempts, tuple(c["wait_fixed"] * 1000.0 for _ in retries))
+    if kind == "random_exponential":
+        return RetryBehaviour(attempts, None, "wait_random_exponential: uniform in [0, the exponential wait]")
+    # wait_exponential: max(max(0, min), min(multiplier * exp_base^(k-1), max)), in seconds
+    cap = c.get("max", math.inf)
+    return RetryBehaviour(attempts, tuple(
+        max(max(0, c["min"]), min(c["multiplier"] * c["exp_base"] ** (k - 1), cap)) * 1000.0 for k in retries))
+
+
+def pybreaker_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    n = c["fail_max"]
+    # pybreaker lets every caller through while half-open; success_threshold successes close it
+    probes = 1 if c["success_threshold"] == 1 else None
+    return BreakerBehaviour(f"after {n} consecutive failures", n, c["reset_timeout"] * 1000.0, probes)
+
+
+SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
+    ("resilience4j", "retry"): resilience4j_retry,
+    ("resilience4j", "circuit_breaker"): resilience4j_circuit_breaker,
+    ("polly", "retry"): polly_retry,
+    ("polly", "circuit_breaker"): polly_circuit_breaker,
+    ("cockatiel", "retry"): cockatiel_retry,
+    ("cockatiel", "circuit_breaker"): cockatiel_circuit_breaker,
+    ("tenacity", "retry"): tenacity_retry,
+    ("pybreaker", "circuit_breaker"): pybreaker_circuit_breaker,
+}
+
+
+def behaviour_of(library: str, pattern: str, config: dict, fault_delay_ms: float | None = None) -> Behaviour | None:
+    """The behaviour of one native configuration; None for a library or pattern rbl has no formulas for."""
+    semantics = SEMANTICS.get((library, pattern))
+    return None if semantics is None else semantics(config, fault_delay_ms)
