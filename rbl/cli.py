@@ -7,6 +7,7 @@ codes in one place, RblGroup.invoke; see rbl/errors.py for the codes.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -52,6 +53,10 @@ class RblGroup(typer.core.TyperGroup):
         except KeyboardInterrupt:
             typer.echo("interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:
+            # the reader went away (`rbl compile -o - | head`): stop quietly, as Unix tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(141)
         except Exception:  # a bug in rbl: say so plainly, keep the traceback for the report
             typer.echo("internal error: rbl failed unexpectedly; please report this with the "
                        "traceback below", err=True)

@@ -93,12 +93,56 @@ Setting = Union[Bind, Axis]
 
 
 @dataclass(frozen=True, slots=True)
+class CallArg:
+    """One argument of a neutral call: `name: value`, `name in values` or a positional value."""
+
+    name: Ident | None
+    value: Union[ValueNode, "Call"]
+    is_axis: bool
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A library-neutral value, e.g. `retry(attempts: 3, backoff: constant(50ms))`."""
+
+    name: Ident
+    args: tuple[CallArg, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    """`let name = call`: a named neutral value, used by clients with `use name`."""
+
+    name: Ident
+    value: Call
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """`use call` or `use name` in a client block: configure the client from a neutral value."""
+
+    value: Union[Call, NameRef]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
 class Client:
     library: Ident
     pattern: Ident
     label: Ident | None
-    body: tuple[Setting, ...]
+    body: tuple[Union[Bind, Axis, Use], ...]
     span: Span = _span()
+
+    @property
+    def settings(self) -> tuple[Setting, ...]:
+        return tuple(item for item in self.body if not isinstance(item, Use))
+
+    @property
+    def uses(self) -> tuple[Use, ...]:
+        return tuple(item for item in self.body if isinstance(item, Use))
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +173,7 @@ class Assertion:
 @dataclass(frozen=True, slots=True)
 class Space:
     name: Ident | None
-    body: tuple[Union[Bind, Axis, Client, Assertion], ...]
+    body: tuple[Union[Bind, Axis, Client, Assertion, Let], ...]
     span: Span = _span()
 
 

@@ -176,6 +176,28 @@ A spec holds one `space { ... }` block with the settings, clients and assertions
     "E0311": ("more than one space block", """
 A spec holds exactly one `space` block. Put other test spaces in their own files.
 """),
+    "E0501": ("unknown neutral value", """
+A library-neutral value is written as a call: `retry(...)` or `circuit_breaker(...)`, with
+`backoff: none() | constant(50ms) | exponential(initial: 20ms, multiplier: 1.5[, max: 1s])` and
+`open_when: consecutive_failures(2)`. `use NAME` refers to a value defined in the space with
+`let NAME = retry(...)`. See the README section "Library-neutral patterns".
+"""),
+    "E0502": ("bad argument to a neutral value", """
+Arguments are named (`attempts: 6`) or, in order, positional (`constant(50ms)`); an argument may
+be an axis (`initial in [20ms, 40ms]`). `backoff` and `open_when` take a call, the others a value.
+"""),
+    "E0503": ("neutral value does not fit the client", """
+A client configured with `use` takes one neutral value of its own pattern, and no native
+parameters beside it (only the client settings `share` and `approximate`). Neutral values map
+onto resilience4j, polly, cockatiel, tenacity and pybreaker.
+"""),
+    "E0504": ("library cannot express the neutral value exactly", """
+Each note names what the library cannot express and the closest native setting. For example
+Polly's client has no cap on retry waits, Resilience4j takes durations in whole milliseconds,
+and pybreaker lets a single trial call decide after the open duration. Change the value, or
+write `approximate = true` in the client to run the closest setting; the plan then records the
+approximation under the client's `neutral.approximations`.
+"""),
     # ---- warnings ----
     "W0301": ("step does not land on the end", """
 `a..b step s` includes a, a+s, ... up to the last value not above b. When b is not reached
@@ -183,6 +205,21 @@ exactly, the range stops short of it; the label shows the last value.
 """),
     "W0302": ("duplicate axis value", """
 The same value twice in one axis produces identical scenarios, run twice.
+"""),
+    "W0501": ("clients compared across libraries do not behave alike", """
+The space compares two clients of the same pattern in different libraries whose native
+configurations do not behave alike: different attempt counts or waits (beyond half a
+millisecond), or breakers that open, stay open or probe differently. The seed paper's Listing 4
+is an example: Polly's `pow^k * sleepDuration` waits 1.5x as long as Resilience4j's
+`ofExponentialBackoff` for the "same" settings. Configure both from one neutral value
+(`let r = retry(...)`, then `use r` in each client); `rbl plan --mapping` shows every wait.
+"""),
+    "W0502": ("neutral value never used", """
+A `let` defines a neutral value that no client uses.
+"""),
+    "W0503": ("neutral value approximated", """
+The client opted into `approximate = true` and its library cannot express the neutral value
+exactly; the notes say what runs instead. The plan records it.
 """),
     "E0401": ("invalid ResilienceBench JSON", """
 `rbl import` reads the original tool's JSON test spaces (Listings 3-4 of the CCPE paper). The

@@ -12,6 +12,8 @@ import itertools
 import json
 from typing import Iterator
 
+from ..neutral.mapping import Mapped, map_neutral
+from ..neutral.model import from_values
 from .space import ClientSpec, Param, TestSpace
 from .units import handoff, native_number
 
@@ -31,16 +33,46 @@ def fault_record(space: TestSpace, rate) -> dict:
     return record
 
 
+def neutral_values(params: tuple[Param, ...]) -> Iterator[dict]:
+    """Each combination of a neutral client's parameters, {"backoff.initial": Value, ...}."""
+    names = [p.name for p in params]
+    for combo in itertools.product(*(p.values for p in params)):
+        yield dict(zip(names, combo))
+
+
+def mapped_configurations(client: ClientSpec) -> Iterator[Mapped]:
+    """A neutral client's configurations mapped onto its library, in expansion order."""
+    for values in neutral_values(client.params):
+        yield map_neutral(client.library.name, client.pattern, from_values(client.neutral.pattern, values))
+
+
 def configurations(client: ClientSpec) -> Iterator[dict]:
     """Each configuration of a client as a library-native dict, in expansion order."""
+    if client.neutral is not None:
+        yield from (mapped.native for mapped in mapped_configurations(client))
+        return
     names = [p.name for p in client.params]
     choices = [[native(p, v) for v in p.values] for p in client.params]
     for combo in itertools.product(*choices):
         yield dict(zip(names, combo))
 
 
+def native_parameters(client: ClientSpec, limit: int = 10_000) -> dict[str, list]:
+    """Native parameter name -> its distinct values over (at most `limit` of) the configurations."""
+    values: dict[str, list] = {}
+    for config in itertools.islice(configurations(client), limit):
+        for name, value in config.items():
+            seen = values.setdefault(name, [])
+            if value not in seen:
+                seen.append(value)
+    return values
+
+
 def _configuration_texts(client: ClientSpec) -> Iterator[str]:
     """The same configurations as JSON object texts, built from per-value fragments (fast path)."""
+    if client.neutral is not None:
+        yield from (_dumps(config) for config in configurations(client))
+        return
     fragments = [[f"{_dumps(p.name)}:{_dumps(native(p, v))}" for v in p.values] for p in client.params]
     for combo in itertools.product(*fragments):
         yield "{" + ",".join(combo) + "}"

@@ -59,6 +59,32 @@ class _Lower(Transformer):
         return ast.Client(self._ident(library), self._ident(pattern), self._ident(label),
                           tuple(b for b in body if b is not None), self._span(meta))
 
+    # ---- neutral values ----
+    def let(self, meta, children):
+        name, call = children
+        return ast.Let(self._ident(name), call, self._span(meta))
+
+    def use(self, meta, children):
+        (value,) = children
+        if isinstance(value, Token):
+            value = ast.NameRef(str(value), Span.of_token(self.source, value))
+        return ast.Use(value, self._span(meta))
+
+    def call(self, meta, children):
+        name, *args = children
+        return ast.Call(self._ident(name), tuple(a for a in args if a is not None), self._span(meta))
+
+    def keyword_arg(self, meta, children):
+        name, value = children
+        return ast.CallArg(self._ident(name), value, False, self._span(meta))
+
+    def axis_arg(self, meta, children):
+        name, value = children
+        return ast.CallArg(self._ident(name), value, True, self._span(meta))
+
+    def positional_arg(self, meta, children):
+        return ast.CallArg(None, children[0], False, self._span(meta))
+
     def assertion(self, meta, children):
         subject, op, expr = children
         return ast.Assertion(self._ident(subject), str(op), expr, self._span(meta))

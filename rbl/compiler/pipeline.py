@@ -9,7 +9,9 @@ from pathlib import Path
 from .checks.assertions import check_assertions
 from .checks.clients import check_clients
 from .checks.context import CheckContext
+from .checks.equivalence import check_equivalence
 from .checks.libraries import check_libraries
+from .checks.neutral import check_lets, check_unused_lets
 from .checks.settings import check_settings
 from .checks.structure import check_structure
 from .diagnostics import Diagnostic, Diagnostics
@@ -22,7 +24,10 @@ PASSES = (
     check_structure,
     check_libraries,
     check_settings,
+    check_lets,
     check_clients,
+    check_unused_lets,
+    check_equivalence,
     check_assertions,
 )
 

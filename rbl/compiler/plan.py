@@ -10,7 +10,7 @@ from typing import IO, Iterator
 
 from .. import __version__
 from .axes import RangeAxis
-from .expand import fault_record, iter_scenario_lines, iter_scenarios, native
+from .expand import fault_record, iter_scenario_lines, iter_scenarios, native, native_parameters
 from .space import TestSpace
 from .units import format_value, native_number
 
@@ -62,7 +62,7 @@ def plan_header(space: TestSpace) -> dict:
 
 
 def _client(client) -> dict:
-    return {
+    record = {
         "label": client.label,
         "library": client.library.name,
         "pattern": client.pattern.name,
@@ -71,11 +71,35 @@ def _client(client) -> dict:
         "requires": client.library.requires,
         "configurations": client.configurations,
         "share": client.share,
-        "axes": [p.name for p in client.axes],
-        "parameters": {
-            p.name: ({"values": _axis(p.values, lambda v, p=p: native(p, v))} if p.is_axis
-                     else {"value": native(p, p.values[0]), **({} if p.explicit else {"default": True})})
-            for p in client.params
+    }
+    if client.neutral is not None:
+        return {**record, **_neutral_parameters(client)}
+    record["axes"] = [p.name for p in client.axes]
+    record["parameters"] = {
+        p.name: ({"values": _axis(p.values, lambda v, p=p: native(p, v))} if p.is_axis
+                 else {"value": native(p, p.values[0]), **({} if p.explicit else {"default": True})})
+        for p in client.params
+    }
+    return record
+
+
+def _neutral_parameters(client) -> dict:
+    """A client configured from a neutral value: the native parameters it maps to (those that vary
+    are its axes, as for any client) and the neutral value itself, with any approximation taken."""
+    natives = native_parameters(client)
+    neutral = client.neutral
+    return {
+        "axes": [name for name, values in natives.items() if len(values) > 1],
+        "parameters": {name: {"values": values} if len(values) > 1 else {"value": values[0]}
+                       for name, values in natives.items()},
+        "neutral": {
+            "pattern": neutral.pattern,
+            "value": neutral.text,
+            **({"name": neutral.name} if neutral.name else {}),
+            "parameters": {p.name: ({"values": [format_value(v) for v in p.values]} if p.is_axis
+                                    else {"value": format_value(p.values[0])}) for p in client.params},
+            "approximate": neutral.approximate,
+            "approximations": list(neutral.approximations),
         },
     }
 
@@ -123,7 +147,7 @@ def write_scenarios(space: TestSpace, fmt: str, out: IO[str]) -> int:
             out.write("\n".join(buffer) + "\n")
             count += len(buffer)
         return count
-    params = list(dict.fromkeys(p.name for c in space.clients for p in c.params))
+    params = list(dict.fromkeys(name for c in space.clients for name in native_parameters(c, limit=1)))
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*SCENARIO_COLUMNS, *params])
     for s in iter_scenarios(space):

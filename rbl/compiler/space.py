@@ -28,6 +28,18 @@ class Param:
 
 
 @dataclass(frozen=True)
+class NeutralUse:
+    """A client configured from a library-neutral value (`use ...`): its params are the neutral
+    ones (`attempts`, `backoff.initial`, ...), mapped to native parameters per configuration."""
+
+    pattern: str                     # the neutral pattern: retry or circuit_breaker
+    text: str                        # the value as the spec wrote it (or the `let` name's value)
+    approximate: bool = False        # the spec accepts the closest native setting where needed
+    approximations: tuple[str, ...] = ()   # what was approximated, and how (empty when exact)
+    name: str | None = None          # the `let` name, when used by name
+
+
+@dataclass(frozen=True)
 class ClientSpec:
     label: str
     library: LibraryDef
@@ -35,6 +47,7 @@ class ClientSpec:
     params: tuple[Param, ...]      # spec order, then defaults in catalogue order
     span: Span | None = field(default=None, compare=False)
     share: str = "user"            # "client": one pattern instance shared by all virtual users
+    neutral: NeutralUse | None = None
 
     @property
     def axes(self) -> tuple[Param, ...]:

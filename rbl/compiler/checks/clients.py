@@ -8,6 +8,7 @@ from ..space import ClientSpec, Param
 from ..types import ParamType, suggest
 from ..units import UnitError, handoff
 from .context import CheckContext
+from .neutral import APPROXIMATE_SETTING, neutral_client
 from .values import evaluate_axis, evaluate_single, report_set_twice
 
 
@@ -40,7 +41,7 @@ def check_clients(ctx: CheckContext) -> None:
             while f"{label}#{number}" in labels:
                 number += 1
             label = f"{label}#{number}"
-            spec = ClientSpec(label, spec.library, spec.pattern, spec.params, spec.span, spec.share)
+            spec = ClientSpec(label, spec.library, spec.pattern, spec.params, spec.span, spec.share, spec.neutral)
         labels[label] = block
         ctx.clients.append(spec)
 
@@ -64,16 +65,21 @@ def _client(ctx: CheckContext, block: ast.Client) -> ClientSpec | None:
                         + f"`{library.name}` implements {', '.join(library.patterns)}")
         return None
     share = _share(ctx, block, pattern)
-    params = _params(ctx, block, library, pattern)
+    neutral = None
+    if block.uses:
+        configured = neutral_client(ctx, block, library, pattern)
+        params, neutral = configured if configured is not None else (None, None)
+    else:
+        params = _params(ctx, block, library, pattern)
     if params is None or share is None:
         return None
     label = block.label.name if block.label else f"{library.name}.{pattern.name}"
-    return ClientSpec(label, library, pattern, params, block.span, share)
+    return ClientSpec(label, library, pattern, params, block.span, share, neutral)
 
 
 def _share(ctx: CheckContext, block: ast.Client, pattern) -> str | None:
     """`share = user|client` (default user, as in the paper); None after an error."""
-    items = [item for item in block.body if item.key.dotted == SHARE_SETTING and SHARE_SETTING not in pattern.params]
+    items = [item for item in block.settings if item.key.dotted == SHARE_SETTING and SHARE_SETTING not in pattern.params]
     if not items:
         return "user"
     for extra in items[1:]:
@@ -92,10 +98,15 @@ def _params(ctx: CheckContext, block: ast.Client, library, pattern) -> tuple[Par
     seen: dict[str, ast.Bind | ast.Axis] = {}
     params: list[Param] = []
     aliases = pattern.by_alias()
-    for item in block.body:
+    for item in block.settings:
         name = item.key.dotted
         if name == SHARE_SETTING and name not in pattern.params:
             continue                             # checked by _share
+        if name == APPROXIMATE_SETTING and name not in pattern.params:
+            ok = False
+            ctx.diags.error("E0219", "`approximate` applies only to a client configured with `use`", item.key.span,
+                            "no neutral value here", help="native parameters are run as written; remove it")
+            continue
         definition = pattern.params.get(name)
         if definition is None:
             ok = False

@@ -20,3 +20,5 @@ class CheckContext:
     settings: dict = field(default_factory=dict)       # setting key -> Value or Axis
     clients: list[ClientSpec] = field(default_factory=list)
     assertions: list[SizeAssertion] = field(default_factory=list)
+    lets: dict = field(default_factory=dict)            # `let` name -> ast.Let
+    used_lets: set = field(default_factory=set)
