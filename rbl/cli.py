@@ -145,10 +145,17 @@ def check(spec: Path = SpecArg,
 
 @app.command()
 def plan(spec: Path = SpecArg,
-         json_output: bool = typer.Option(False, "--json", help="Print the size and breakdown as JSON.")):
+         json_output: bool = typer.Option(False, "--json", help="Print the size and breakdown as JSON."),
+         mapping: bool = typer.Option(False, "--mapping", help="Show, per configuration, each client's native "
+                                      "parameters and the waits (or breaker behaviour) they produce, side by side "
+                                      "across libraries.")):
     """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, and the runs."""
     result = _compile(spec, json_output)
     space = result.space
+    if mapping:
+        from .mappingview import mapping_json, mapping_text
+        typer.echo(json.dumps(mapping_json(space), indent=2) if json_output else mapping_text(space))
+        return
     if json_output:
         header = plan_header(space)
         keys = ("name", "size", "rounds", "runs", "breakdown", "fault", "users", "clients")

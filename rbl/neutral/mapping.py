@@ -29,6 +29,7 @@ class Gap:
 class Mapped:
     native: dict       # parameter name -> the value the client receives
     gaps: tuple[Gap, ...]
+    mapped: tuple[str, ...] = ()   # the names the mapping set (the others are catalogue defaults)
 
 
 class _Native:
@@ -161,7 +162,8 @@ def map_neutral(library: str, pattern_def, neutral: Neutral) -> Mapped:
     pattern_def): mapped parameters first, then the catalogue defaults of the others."""
     out = _Native(library)
     MAPPERS[library](neutral, out)
+    mapped = tuple(out.params)
     for definition in pattern_def.params.values():
         if definition.name not in out.params and definition.default is not None:
             out.params[definition.name] = handoff(definition.default, definition.handoff)
-    return Mapped(out.params, tuple(out.gaps))
+    return Mapped(out.params, tuple(out.gaps), mapped)
