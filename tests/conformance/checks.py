@@ -130,6 +130,15 @@ def check_retry_exponential_waits(url: str, proxy, profile: Profile, attempts: i
                  "exponential retry")
 
 
+def check_retry_neutral_waits(url: str, proxy, native: dict, neutral_waits: list[float]) -> None:
+    """A client configured from a neutral value waits the neutral sequence (`native` is what rbl
+    mapped the value to for this client's library)."""
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    reply = run_job(url, proxy, [{"pattern": "retry", "params": native}], max_requests=len(neutral_waits) + 1)
+    (call,) = reply["calls"]
+    assert_waits(gaps_ms(call["requests"]), neutral_waits, "retry from a neutral value")
+
+
 def check_breaker_opens_rejects_and_probes(url: str, proxy, profile: Profile, failures: int = 2,
                                            open_ms: int = 100) -> None:
     proxy.set_fault(abort__abort_percent=100, abort__http_status=503)

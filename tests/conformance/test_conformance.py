@@ -3,10 +3,13 @@ fault proxy and httpbin; a client whose parameter mapping is wrong does not."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from . import checks
 from .conftest import selected_profiles
+from .neutral import native_config
 from .mismapped import changed_keys as mismapped_changed, mismapped_client
 
 ALL = selected_profiles()
@@ -59,6 +62,26 @@ def test_breaker_opens_rejects_and_probes(client_url, start_proxy, profile):
     checks.check_breaker_opens_rejects_and_probes(client_url(profile), start_proxy(), profile)
 
 
+# One neutral value, mapped by rbl onto each library: every client must wait the same sequence.
+NEUTRAL_RETRY = "retry(attempts: 5, backoff: exponential(initial: 15ms, multiplier: 1.5))"
+NEUTRAL_RETRY_WAITS = [15 * 1.5 ** (k - 1) for k in range(1, 5)]       # 15, 22.5, 33.75, 50.625 ms
+
+
+@pytest.mark.parametrize("profile", RETRY, ids=ids(RETRY))
+def test_retry_from_a_neutral_value_waits_the_neutral_sequence(client_url, start_proxy, profile):
+    native = native_config(profile.library, "retry", NEUTRAL_RETRY)
+    checks.check_retry_neutral_waits(client_url(profile), start_proxy(), native, NEUTRAL_RETRY_WAITS)
+
+
+@pytest.mark.parametrize("profile", BREAKER, ids=ids(BREAKER))
+def test_breaker_from_a_neutral_value(client_url, start_proxy, profile):
+    def neutral_breaker(failures: int, open_ms: int) -> dict:
+        value = f"circuit_breaker(open_when: consecutive_failures({failures}), open_for: {open_ms}ms)"
+        return native_config(profile.library, "circuit_breaker", value)
+    checks.check_breaker_opens_rejects_and_probes(client_url(profile), start_proxy(),
+                                                  replace(profile, breaker=neutral_breaker))
+
+
 @pytest.mark.parametrize("profile", BREAKER, ids=ids(BREAKER))
 def test_share_client_shares_one_breaker(client_url, start_proxy, profile):
     checks.check_share_client_shares_one_breaker(client_url(profile), start_proxy(), profile)
@@ -91,3 +114,11 @@ def test_a_client_that_mis_maps_the_open_duration_fails_conformance(client_url, 
     with mismapped_client(client_url(profile), doubled) as url:
         with pytest.raises(AssertionError, match="probe"):
             checks.check_breaker_opens_rejects_and_probes(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", [p for p in RETRY if p.library == "resilience4j"], ids=lambda p: p.name)
+def test_stepwise_truncation_fails_the_neutral_waits(client_url, start_proxy, profile):
+    # ofExponentialBackoff (15, 22, 33, 49 ms) is what EXPONENTIAL_EXACT replaces: the check must see the gap
+    native = {**native_config(profile.library, "retry", NEUTRAL_RETRY), "intervalFunction": "EXPONENTIAL_BACKOFF"}
+    with pytest.raises(AssertionError, match="neutral value"):
+        checks.check_retry_neutral_waits(client_url(profile), start_proxy(), native, NEUTRAL_RETRY_WAITS)

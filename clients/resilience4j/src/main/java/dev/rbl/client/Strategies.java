@@ -48,7 +48,7 @@ final class Strategies {
     static Decorator retry(Params p) {
         int maxAttempts = (int) p.integer("maxAttempts", 3);
         String kind = p.choice("intervalFunction", "FIXED",
-                List.of("FIXED", "EXPONENTIAL_BACKOFF", "RANDOMIZED", "EXPONENTIAL_RANDOM_BACKOFF"));
+                List.of("FIXED", "EXPONENTIAL_BACKOFF", "EXPONENTIAL_EXACT", "RANDOMIZED", "EXPONENTIAL_RANDOM_BACKOFF"));
         long waitDuration = p.integer("waitDuration", 500);
         long initialInterval = p.integer("initialIntervalMillis", 500);
         double multiplier = p.number("multiplier", 1.5);
@@ -63,6 +63,7 @@ final class Strategies {
             case "EXPONENTIAL_BACKOFF" -> maxInterval == null
                     ? IntervalFunction.ofExponentialBackoff(initialInterval, multiplier)
                     : IntervalFunction.ofExponentialBackoff(initialInterval, multiplier, maxInterval);
+            case "EXPONENTIAL_EXACT" -> exponentialExact(initialInterval, multiplier, maxInterval);
             case "RANDOMIZED" -> IntervalFunction.ofRandomized(waitDuration, randomization);
             default -> maxInterval == null
                     ? IntervalFunction.ofExponentialRandomBackoff(initialInterval, multiplier, randomization)
@@ -77,6 +78,18 @@ final class Strategies {
             inner.run();
             return null;
         });
+    }
+
+    /**
+     * The neutral model's closed form (library-semantics.md section 9): the wait before retry k is
+     * round(initial * multiplier^(k-1)) ms, capped. ofExponentialBackoff instead truncates to a whole
+     * millisecond at every step, so its waits drift below the ideal (100 instead of 101.25 for 20/1.5).
+     */
+    static IntervalFunction exponentialExact(long initial, double multiplier, Long max) {
+        return attempt -> {
+            long wait = Math.round(initial * Math.pow(multiplier, attempt - 1));
+            return max == null ? wait : Math.min(wait, max);
+        };
     }
 
     static Decorator circuitBreaker(Params p) {
