@@ -19,7 +19,8 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 DECLARATIONS = ("space", "library", "pattern", "client")
 WORD_OPERATORS = ("in", "step", "as", "alias")
-KEYWORDS = DECLARATIONS + WORD_OPERATORS + ("assert", "enum", "true", "false")
+NEUTRAL_KEYWORDS = ("let", "use")
+KEYWORDS = DECLARATIONS + WORD_OPERATORS + NEUTRAL_KEYWORDS + ("assert", "enum", "true", "false")
 OPERATORS = ("..", "==", "!=", "<=", ">=", "<", ">", "=", "+", "*", "-", "&", "?")
 PUNCTUATION = (",", ":", ".", "{", "}", "[", "]", "(", ")")
 
@@ -45,6 +46,10 @@ class RblLexer(RegexLexer):
                       Name.Class, Whitespace, Operator.Word, Whitespace, Name.Label)),
             (rf"(space|library)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Namespace)),
             (rf"(pattern)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Class)),
+            # library-neutral values: let NAME = retry(attempts: 3, backoff: constant(50ms))
+            (rf"(let)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Constant)),
+            (rf"([(,])(\s*)({IDENT})(?=\s*(?::|in\b))", bygroups(Punctuation, Whitespace, Name.Variable)),
+            (rf"(?!(?:enum)\b){IDENT}(?=\s*\()", Name.Function),
             include("keywords"),
             include("values"),
             (words(OPERATORS), Operator),
@@ -52,7 +57,8 @@ class RblLexer(RegexLexer):
             (IDENT, Name),
         ],
         "keywords": [
-            (words(("assert",), suffix=r"\b"), Keyword),
+            (words(("assert", "use"), suffix=r"\b"), Keyword),
+            (words(("let",), suffix=r"\b"), Keyword.Declaration),
             (words(WORD_OPERATORS, suffix=r"\b"), Operator.Word),
             (words(("enum",), suffix=r"\b"), Keyword.Type),
             (words(("true", "false"), suffix=r"\b"), Keyword.Constant),

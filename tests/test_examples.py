@@ -11,6 +11,9 @@ from rbl.compiler.pipeline import compile_file
 from .conftest import EXAMPLES
 
 PAPER_SIZES = {"ccpe-listing3.rbl": 90, "ccpe-listing4.rbl": 210, "sbrc2022-retry.rbl": 54}
+# The papers' Polly/Resilience4j retry pairs are not equivalent (library-semantics.md section 9):
+# the equivalence lint must say so, and only there.
+EXPECTED_WARNINGS = {"ccpe-listing4.rbl": ["W0501"], "sbrc2022-retry.rbl": ["W0501"]}
 ALL = sorted(p.name for p in EXAMPLES.glob("*.rbl"))
 
 
@@ -27,10 +30,10 @@ def test_plan_prints_the_paper_size_with_breakdown(name, size, cli, monkeypatch)
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_every_example_checks_clean_and_asserts_its_size(name):
+def test_every_example_checks_and_asserts_its_size(name):
     result = compile_file(EXAMPLES / name)
     assert result.ok, result.diagnostics
-    assert result.diagnostics == []
+    assert [d.code for d in result.diagnostics] == EXPECTED_WARNINGS.get(name, [])
     assert [a.op for a in result.space.assertions] == ["=="]
     assert result.space.assertions[0].expected == result.space.size
 
