@@ -41,6 +41,8 @@ def check_lets(ctx: CheckContext) -> None:
 
 
 def check_unused_lets(ctx: CheckContext) -> None:
+    if ctx.diags.has_errors:
+        return                  # a misspelt `use` would make its intended value look unused
     for name, (item, _) in ctx.lets.items():
         if name not in ctx.used_lets:
             ctx.diags.warning("W0502", f"`{name}` is defined but no client uses it", item.name.span,
@@ -113,8 +115,8 @@ def _resolve(ctx: CheckContext, use: ast.Use):
     if name not in ctx.lets:
         guess = suggest(name, ctx.lets)
         ctx.diags.error("E0501", f"no neutral value named `{name}`", use.value.span, "not defined by `let`",
-                        help=(f"did you mean `{guess}`? " if guess else "")
-                        + f"define it in the space: `let {name} = {SIGNATURES['retry'].example}`")
+                        help=f"did you mean `{guess}`?" if guess else
+                        f"define it in the space: `let {name} = {SIGNATURES['retry'].example}`")
         return None, None
     ctx.used_lets.add(name)
     return ctx.lets[name][1], name
@@ -165,6 +167,8 @@ def _flatten(ctx: CheckContext, call: ast.Call, prefix: str, out: list[Param]) -
             continue
         given[param.name] = arg
         ok = _argument(ctx, signature.name, param, arg, prefix + param.name, out) and ok
+    if not ok and any(arg.name is not None and arg.name.name not in signature.names for arg in call.args):
+        return False            # a misspelt argument: do not also report it as missing
     for param in signature.params:
         if param.name not in given:
             ok = _default(ctx, call, signature.name, param, prefix + param.name, out) and ok
