@@ -66,12 +66,13 @@ def test_plan_of_a_huge_space_is_instant(cli, tmp_path):
     assert "Size(S) = 10001 x 1000000 x 1000000 = 10001000000000000 scenarios" in out
 
 
-def test_compile_writes_a_plan_that_matches_the_schema(cli, tmp_path):
-    code, _, err = cli("compile", EXAMPLES / "ccpe-listing4.rbl", "-o", tmp_path)
+@pytest.mark.parametrize("name,size", [("ccpe-listing4.rbl", 210), ("equivalent-retry.rbl", 12)])
+def test_compile_writes_a_plan_that_matches_the_schema(cli, tmp_path, name, size):
+    code, _, err = cli("compile", EXAMPLES / name, "-o", tmp_path)
     assert code == 0, err
     plan = json.loads((tmp_path / "plan.json").read_text())
     jsonschema.validate(plan, schema())
-    assert plan["size"] == 210 and len(plan["scenarios"]) == 210
+    assert plan["size"] == size and len(plan["scenarios"]) == size
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])

@@ -71,3 +71,25 @@ Axis = Union[ListAxis, RangeAxis]
 
 def single(value: Value, span: Span | None = None) -> ListAxis:
     return ListAxis((value,), span)
+
+
+def iter_product(axes: list) -> Iterator[tuple]:
+    """The cross product of axes, first varying slowest, without materialising any axis
+    (itertools.product would list a 10^6-value range before yielding the first tuple)."""
+    if any(len(axis) == 0 for axis in axes):
+        return
+    index = [0] * len(axes)
+    current = [axis[0] for axis in axes]
+    while True:
+        yield tuple(current)
+        position = len(axes) - 1
+        while position >= 0:
+            index[position] += 1
+            if index[position] < len(axes[position]):
+                current[position] = axes[position][index[position]]
+                break
+            index[position] = 0
+            current[position] = axes[position][0]
+            position -= 1
+        if position < 0:
+            return

@@ -14,6 +14,7 @@ from typing import Iterator
 
 from ..neutral.mapping import Mapped, map_neutral
 from ..neutral.model import from_values
+from .axes import iter_product
 from .space import ClientSpec, Param, TestSpace
 from .units import handoff, native_number
 
@@ -36,7 +37,7 @@ def fault_record(space: TestSpace, rate) -> dict:
 def neutral_values(params: tuple[Param, ...]) -> Iterator[dict]:
     """Each combination of a neutral client's parameters, {"backoff.initial": Value, ...}."""
     names = [p.name for p in params]
-    for combo in itertools.product(*(p.values for p in params)):
+    for combo in iter_product([p.values for p in params]):
         yield dict(zip(names, combo))
 
 
@@ -52,9 +53,8 @@ def configurations(client: ClientSpec) -> Iterator[dict]:
         yield from (mapped.native for mapped in mapped_configurations(client))
         return
     names = [p.name for p in client.params]
-    choices = [[native(p, v) for v in p.values] for p in client.params]
-    for combo in itertools.product(*choices):
-        yield dict(zip(names, combo))
+    for combo in iter_product([p.values for p in client.params]):
+        yield {name: native(p, v) for name, p, v in zip(names, client.params, combo)}
 
 
 def native_parameters(client: ClientSpec, limit: int = 10_000) -> dict[str, list]:

@@ -24,10 +24,11 @@ def check_equivalence(ctx: CheckContext) -> None:
     blocks = [item for item in ctx.space.body if isinstance(item, ast.Client)]
     headers = {spec.label: block.library.span.to(block.pattern.span) for spec, block in zip(ctx.clients, blocks)}
     delay_ms = fault_delay_ms(ctx.settings)
-    behaviours = {spec.label: client_behaviours(spec, delay_ms) for spec in ctx.clients}
-    for a, b in combinations(ctx.clients, 2):
-        if a.pattern.name != b.pattern.name or a.library.name == b.library.name:
-            continue
+    pairs = [(a, b) for a, b in combinations(ctx.clients, 2)
+             if a.pattern.name == b.pattern.name and a.library.name != b.library.name]
+    compared = {client.label: client for pair in pairs for client in pair}
+    behaviours = {label: client_behaviours(client, delay_ms) for label, client in compared.items()}
+    for a, b in pairs:
         if behaviours[a.label] is None or behaviours[b.label] is None:
             continue                      # a library rbl has no formulas for
         mismatch = first_mismatch(behaviours[a.label], behaviours[b.label])
