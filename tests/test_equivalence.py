@@ -163,3 +163,15 @@ def test_plan_mapping_json(cli):
     tenacity = [r for r in rows if r["client"] == "tenacity.retry"]
     assert [r["native"]["multiplier"] for r in tenacity] == [0.02, 0.04]
     assert tenacity[1]["behaviour"] == "6 attempts, waits 40, 60, 90, 135, 202.5 ms (total 527.5 ms)"
+
+
+def test_the_equivalent_example_runs_on_this_machine(tmp_path):
+    from .conftest import run_rbl
+    done = run_rbl("run", EXAMPLES / "equivalent-retry.rbl", "-o", tmp_path / "run", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 12 * 2 * 5                       # scenarios x rounds x users
+    assert {r["client"] for r in rows} == {"resilience4j.retry", "tenacity.retry", "resilience4j.circuit_breaker",
+                                           "pybreaker.circuit_breaker"}
+    assert {r["config"]["intervalFunction"] for r in rows if r["client"] == "resilience4j.retry"} == \
+        {"EXPONENTIAL_EXACT"}
