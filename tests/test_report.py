@@ -86,13 +86,15 @@ def test_medians_and_counts_match_an_independent_computation_on_the_raw_rows(run
                 assert min(values) <= low <= cell[f"{metric}.median"] <= high <= max(values)
 
 
-def _python_bootstrap(groups: list[list[float]], resamples: int, seed: int) -> tuple[float, float]:
-    """The same two-level bootstrap written independently, in plain Python."""
+def _python_bootstrap(groups: list[list[float]], resamples: int, seed: int) -> list[float]:
+    """The same two-level bootstrap written independently, in plain Python: its sorted medians."""
     rng = random.Random(seed)
-    medians = sorted(
+    return sorted(
         statistics.median([v for g in (rng.choice(groups) for _ in groups) for v in rng.choices(g, k=len(g))])
         for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+RESAMPLES = 8000
 
 
 def test_confidence_intervals_agree_with_an_independent_bootstrap(run_dir):
@@ -105,11 +107,14 @@ def test_confidence_intervals_agree_with_an_independent_bootstrap(run_dir):
         for row in rows:
             if row["scenarioId"] == scenario:
                 rounds.setdefault(row["round"], []).append(float(row[metric]))
-        values = [v for g in rounds.values() for v in g]
-        spread = max(values) - min(values)
-        low, high = _python_bootstrap(list(rounds.values()), 4000, seed=1)
-        assert abs(cell[f"{metric}.ci95Low"] - low) <= 0.15 * spread + 1e-6, (scenario, cell, low)
-        assert abs(cell[f"{metric}.ci95High"] - high) <= 0.15 * spread + 1e-6, (scenario, cell, high)
+        medians = _python_bootstrap(list(rounds.values()), RESAMPLES, seed=1)
+        # Two Monte Carlo bootstraps of the same data agree on a quantile's rank, not its value: with
+        # few observations the medians are discrete and neighbouring order statistics can lie far
+        # apart (CI saw 1.09 ms apart on a 6.9 ms spread). 2000 report resamples put the 2.5% point
+        # within +-0.35% in rank (1 sigma), so the report's bound must lie in the 1%..4% band.
+        for bound, (lo, hi) in (("ci95Low", (0.01, 0.04)), ("ci95High", (0.96, 0.99))):
+            band = (medians[int(lo * RESAMPLES)], medians[int(hi * RESAMPLES) - 1])
+            assert band[0] - 1e-9 <= cell[f"{metric}.{bound}"] <= band[1] + 1e-9, (scenario, bound, cell, band)
         checked += 1
     assert checked == 16
 
