@@ -8,6 +8,7 @@ from itertools import islice
 
 from .compiler.checks.equivalence import client_behaviours, fault_delay_ms
 from .compiler.expand import configurations, mapped_configurations
+from .compiler.plan import spec_spelling
 from .compiler.space import ClientSpec, TestSpace
 from .compiler.units import Value
 from .neutral.semantics import equivalent
@@ -61,7 +62,7 @@ def mapping_text(space: TestSpace) -> str:
             same = [r for r in group if r["configuration"] == number]
             lines.append(f"  configuration {number}")
             for row in same:
-                native = " ".join(f"{k}={_text(v)}" for k, v in row["native"].items()) or "(defaults)"
+                native = " ".join(f"{k}={spec_spelling(v)}" for k, v in row["native"].items()) or "(defaults)"
                 lines.append(f"    {row['client']:<{width}}  {native}")
                 lines.append(f"    {'':<{width}}  {_behaviour_text(row)}")
             lines += _verdict(same)
@@ -84,12 +85,6 @@ def _verdict(rows: list[dict]) -> list[str]:
         return []
     alike = all(equivalent(behaviours[0], b) for b in behaviours[1:])
     return [f"    => {'alike' if alike else 'NOT alike'} across {', '.join(sorted(libraries))}"]
-
-
-def _text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def mapping_json(space: TestSpace) -> list[dict]:

@@ -155,13 +155,14 @@ def write_scenarios(space: TestSpace, fmt: str, out: IO[str]) -> int:
         row = [s["index"], s["id"], fault["kind"], fault["rate"], fault.get("status", ""),
                fault.get("duration_ms", ""), s["users"], s["client"], s["library"], s["pattern"],
                s["successes"], s["max_requests"]]
-        row += [_csv_value(s["config"].get(name, "")) for name in params]
+        row += [spec_spelling(s["config"].get(name, "")) for name in params]
         writer.writerow(row)
         count += 1
     return count
 
 
-def _csv_value(value) -> object:
+def spec_spelling(value) -> object:
+    """A native value as rbl writes it: booleans `true`/`false`, everything else unchanged."""
     if value is True:
         return "true"
     if value is False:
