@@ -11,6 +11,7 @@ from .deployment import (CLIENT_SOURCES, COMPOSE_LAYOUT, Deployment, Layout, bui
                          deployment_for)
 from .envoy import EnvoyAddresses, render_envoy_config
 from .images import ImageChoice, parse_image_overrides
+from .output_dir import write_file
 
 ENVOY_FILE = "envoy/envoy.yaml"
 
@@ -39,12 +40,8 @@ def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images:
         texts[f"{BUILD_CONTEXT}/{name}"] = text
     written = []
     for name, text in texts.items():
-        path = out_dir / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if name.endswith(".sh"):
-            path.chmod(0o755)
-        written.append(path)
+        # replaced, never written through: CompileDirectory.claim checked for links, this closes the gap
+        written.append(write_file(out_dir, name, text.encode("utf-8"), executable=name.endswith(".sh")))
     for dockerfile in deployment.dockerfiles:
         if dockerfile in CLIENT_SOURCES:
             written += copy_client_sources(CLIENT_SOURCES[dockerfile], out_dir / BUILD_CONTEXT / "clients")
