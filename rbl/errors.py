@@ -6,7 +6,8 @@ EXIT_OK = 0
 EXIT_SPEC = 1
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 3
-EXIT_ENVIRONMENT = 4
+EXIT_ENVIRONMENT = 4      # something the run needs is missing, or went away during the run
+EXIT_STORAGE = 5          # a file could not be written (disk full, I/O error); the run stays resumable
 EXIT_INTERNAL = 70
 
 
@@ -35,3 +36,9 @@ class SpecError(RblError):
 
 class EnvironmentMissing(RblError):
     exit_code = EXIT_ENVIRONMENT
+
+
+class StorageError(RblError):
+    """The disk refused a write (ENOSPC, EIO, ...): nothing is wrong with the plan or rbl."""
+
+    exit_code = EXIT_STORAGE

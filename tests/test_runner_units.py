@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from rbl.errors import UsageError
+from rbl.runner.executor import Executor
 from rbl.runner.fault_control import runtime_values
 from rbl.runner.metrics import percentile, vu_metrics
 from rbl.runner.processes import Service, ServiceNotReady
@@ -72,19 +73,32 @@ def test_runtime_values_hold_the_other_fault_kind_at_zero():
     assert delay["fault.http.abort.abort_percent"] == "0"
 
 
+HEADER = {"rbl_plan": 1, "name": "t", "size": 1, "rounds": 2, "runs": 2, "target": {"path": "/status/200"},
+          "source": {"path": "t.rbl", "sha256": "0" * 64},
+          "clients": [{"label": "c", "library": "tenacity", "service": "python"}]}
+SCENARIO = {"id": "a", "index": 0, "fault": {"kind": "abort", "rate": 0, "status": 503}, "users": 2, "client": "c",
+            "library": "tenacity", "pattern": "baseline", "config": {}, "successes": 1, "max_requests": 1}
+
+
 def _row(scenario: str, round_number: int, vu: int, users: int = 2) -> dict:
-    return {"scenarioId": scenario, "round": round_number, "userId": vu, "users": users}
+    observation = {"vu": vu, "total_us": 1000, "calls": [{"ok": True, "requests": [[0, 500, 200]]}]}
+    row = Executor._row(None, {**SCENARIO, "id": scenario, "users": users}, round_number, HEADER["clients"][0],
+                        {}, observation, "t0", "t1")
+    return row
 
 
 def test_resume_drops_incomplete_rounds_and_torn_lines(tmp_path):
-    run = RunDirectory.create(tmp_path / "run", {"rbl_plan": 1, "rounds": 1}, ['{"id":"a"}'])
+    run = RunDirectory.create(tmp_path / "run", HEADER, [json.dumps(SCENARIO)])
     run.append_round([_row("a", 1, 1), _row("a", 1, 2)])
+    run.close()
     with (tmp_path / "run" / "results.jsonl").open("a") as out:
         out.write(json.dumps(_row("a", 2, 1)) + "\n")          # a round the crash cut short
         out.write('{"scenarioId": "a", "rou')                  # a torn last line
     resumed = RunDirectory.resume(tmp_path / "run")
+    resumed.close()
     assert resumed.completed == {("a", 1)}
     assert [(r["round"], r["userId"]) for r in resumed.rows()] == [(1, 1), (1, 2)]
+    assert any("line 4: torn" in w for w in resumed.warnings)
 
 
 def test_a_non_empty_directory_is_not_taken_over(tmp_path):

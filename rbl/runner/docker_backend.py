@@ -12,6 +12,7 @@ in the run's network with only 127.0.0.1 ports published.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 import urllib.request
 import uuid
@@ -104,7 +105,9 @@ class DockerBackend:
         from docker.errors import DockerException
         for name, container in reversed(list(self.containers.items())):
             try:
-                (self.logs / f"{name}.log").write_bytes(container.logs())
+                # service names carry the plan's library names: keep the log inside logs/
+                safe = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")
+                (self.logs / f"{safe}.log").write_bytes(container.logs())
             except (DockerException, OSError):
                 pass
             try:
@@ -235,6 +238,27 @@ class DockerBackend:
         container = self.containers.pop(service.name)
         container.remove(force=True)
         self._start(service, self.run_dir / "deployment")
+
+    def lost_services(self) -> list[tuple[str | None, str]]:
+        """(library or None for the target, why) for every container that is no longer running."""
+        from docker.errors import DockerException
+        libraries = {s.name: s.library for s in self.deployment.services}
+        lost = []
+        for name, container in self.containers.items():
+            try:
+                container.reload()
+                status = container.status
+            except DockerException as error:
+                status = f"gone ({error})"
+            if status != "running":
+                lost.append((libraries.get(name), f"container {container.name} ({name}) is {status}"))
+        return lost
+
+    def target_probe(self) -> None:
+        """No token check here: the target image runs plain httpbin (rbl/backends/ builds it), not
+        rbl.runner.target_app, so it cannot answer with the run's token. The containers are the
+        run's own (by name and id), which lost_services checks."""
+        return None
 
     def pids(self) -> dict[str, str]:
         """The containers (name -> id), recorded in the manifest."""

@@ -4,7 +4,10 @@ Per round: set the scenario's fault and confirm it, reset the proxy's counters, 
 virtual users at once (one POST /run each to the client service), wait for all of them, read the
 counters, compute the metrics centrally and append the round's rows to results.jsonl.
 A round whose client service died, hung or refused the job is recorded as failed with the
-reason; the service is restarted and the run goes on.
+reason; the service is restarted and the run goes on. Before each round the runner checks that
+its target and proxy still run and that a request through the proxy reaches its own target, and
+after each round that they still run: if not, the round fails and the run stops (ServicesLost),
+since every later round would measure something else.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from .liveness import ServicesLost, probe_target
 from .metrics import vu_metrics
 from .results import RunDirectory
 
@@ -76,7 +80,14 @@ def post_job(address: tuple[str, int], job: dict, timeout: float) -> tuple[dict,
     if response.status != 200:
         raise RoundFailed(f"virtual user {job['vu']}: the client service answered HTTP {response.status}: "
                           f"{body.decode(errors='replace')[:300]}")
-    return json.loads(body), started, _now()
+    try:
+        observation = json.loads(body)
+    except (ValueError, RecursionError):
+        observation = None
+    if not isinstance(observation, dict):
+        raise RoundFailed(f"virtual user {job['vu']}: the client service answered something that is not "
+                          f"a JSON object: {body[:100]!r}")
+    return observation, started, _now()
 
 
 class Executor:
@@ -113,16 +124,40 @@ class Executor:
         try:
             rows, timing = self.run_round(scenario, round_number)
         except RoundFailed as failure:
-            record = {"scenarioId": scenario["id"], "scenarioIndex": scenario["index"], "round": round_number,
-                      "client": scenario["client"], "reason": str(failure), "at": _now()}
-            outcome.failures.append(record)
-            self.run.record_failure(record)
-            self.progress.note(f"scenario {scenario['index'] + 1} round {round_number} failed: {failure}")
+            self._record_failure(scenario, round_number, str(failure), outcome)
             self._recover(scenario["library"])
             return
+        except ServicesLost as lost:
+            self._record_failure(scenario, round_number, lost.message, outcome)
+            lost.message += "; the run stops"
+            lost.hint = (f"the rows of the finished rounds are kept; find out what stopped or replaced the "
+                         f"service, then continue with `rbl run --resume {self.run.path}`")
+            raise
         self.run.append_round(rows)
         outcome.rounds_run += 1
         outcome.timings.append(timing)
+
+    def _record_failure(self, scenario: dict, round_number: int, reason: str, outcome: RunOutcome) -> None:
+        record = {"scenarioId": scenario["id"], "scenarioIndex": scenario["index"], "round": round_number,
+                  "client": scenario["client"], "reason": reason, "at": _now()}
+        outcome.failures.append(record)
+        self.run.record_failure(record)
+        self.progress.note(f"scenario {scenario['index'] + 1} round {round_number} failed: {reason}")
+
+    def _check_services(self, library: str, through_proxy: bool) -> None:
+        """The target, the proxy and this round's client service still run as the runner's own
+        children; with `through_proxy`, a request through the proxy also reaches the run's own target."""
+        for owner, why in self.backend.lost_services():
+            if owner is None:
+                raise ServicesLost(why)
+            if owner == library:
+                raise RoundFailed(why)          # a client service is restarted, as when it dies mid-round
+        probe = self.backend.target_probe() if through_proxy else None
+        if probe is not None:
+            self.backend.fault.clear()          # the last round's fault would abort or delay the probe
+            problem = probe_target(*probe)
+            if problem:
+                raise ServicesLost(problem)
 
     def _recover(self, library: str) -> None:
         """Restart the client service so a dead or hung one does not fail every later round."""
@@ -133,6 +168,7 @@ class Executor:
         begin = time.perf_counter()
         client = self.clients[scenario["client"]]
         fault = self.backend.fault
+        self._check_services(scenario["library"], through_proxy=True)
         fault.apply(scenario["fault"])
         fault.reset_counters()
         address = self.backend.client_address(scenario["library"])
@@ -153,7 +189,13 @@ class Executor:
         if errors:
             raise RoundFailed(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
         counters = fault.counters()
-        rows = [self._row(scenario, round_number, client, counters, *result) for result in results]
+        # a service that died or was replaced during the round: its rows measured something else
+        self._check_services(scenario["library"], through_proxy=False)
+        try:
+            rows = [self._row(scenario, round_number, client, counters, *result) for result in results]
+        except (KeyError, TypeError, ValueError, IndexError) as error:
+            raise RoundFailed(f"the client service answered an observation rbl cannot read "
+                              f"({type(error).__name__}: {error})") from error
         longest = max((r[0]["total_us"] for r in results), default=0) / 1e6
         return rows, RoundTiming(time.perf_counter() - begin, longest)
 

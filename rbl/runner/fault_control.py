@@ -12,6 +12,7 @@ import json
 from urllib.parse import urlencode
 
 from ..errors import RblError, EXIT_INTERNAL
+from .liveness import ServicesLost
 
 STAT_PREFIX = "http.ingress_http."
 ABORT_PERCENT = "fault.http.abort.abort_percent"
@@ -54,9 +55,10 @@ class FaultControl:
             connection.request(method, path)
             response = connection.getresponse()
             body = response.read()
-        except OSError as error:
-            raise FaultControlError(f"the fault proxy's admin port {self.host}:{self.port} did not answer "
-                                    f"{method} {path}: {error}") from error
+        except (OSError, http.client.HTTPException) as error:
+            # the proxy died or hangs: the environment is gone, not a bug in rbl
+            raise ServicesLost(f"the fault proxy's admin port {self.host}:{self.port} did not answer "
+                               f"{method} {path}: {error}") from error
         finally:
             connection.close()
         if response.status != 200:
@@ -70,18 +72,41 @@ class FaultControl:
         if wanted == self.applied:
             return
         self._request("POST", "/runtime_modify?" + urlencode(wanted))
-        entries = json.loads(self._request("GET", "/runtime?format=json"))["entries"]
+        entries = _json(self._request("GET", "/runtime?format=json"), "entries")
         for key, value in wanted.items():
-            actual = entries.get(key, {}).get("final_value")
-            if actual is None or float(actual) != float(value):
+            entry = entries.get(key) if isinstance(entries, dict) else None
+            actual = entry.get("final_value") if isinstance(entry, dict) else None
+            if not _same_number(actual, value):
                 raise FaultControlError(f"the fault proxy did not take {key}={value} (reads back {actual!r})")
         self.applied = wanted
+
+    def clear(self) -> None:
+        """No fault at all (confirmed), e.g. while the runner checks the target through the proxy."""
+        self.apply({"kind": "abort", "rate": 0, "status": 503})
 
     def reset_counters(self) -> None:
         self._request("POST", "/reset_counters")
 
     def counters(self) -> dict[str, int]:
         """The fault filter's and connection manager's counters, without the stat prefix."""
-        stats = json.loads(self._request("GET", "/stats?format=json"))["stats"]
+        stats = _json(self._request("GET", "/stats?format=json"), "stats")
         return {s["name"][len(STAT_PREFIX):]: s["value"] for s in stats
-                if s.get("name", "").startswith(STAT_PREFIX) and "value" in s}
+                if isinstance(s, dict) and str(s.get("name", "")).startswith(STAT_PREFIX)
+                and isinstance(s.get("value"), int)}
+
+
+def _same_number(actual, wanted: str) -> bool:
+    try:
+        return actual is not None and float(actual) == float(wanted)
+    except (TypeError, ValueError):
+        return False
+
+
+def _json(body: bytes, key: str):
+    """The `key` member of an admin answer; anything else means the admin port is not our proxy's."""
+    try:
+        value = json.loads(body)[key]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ServicesLost(f"the fault proxy's admin port answered something that is not its admin API "
+                           f"(no `{key}` in {body[:100]!r})") from error
+    return value

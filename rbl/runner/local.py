@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import shutil
 import sys
 import urllib.request
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentMissing, UsageError
 from .fault_control import FaultControl
+from .liveness import TOKEN_ENV, process_problem
 from .processes import Service, free_port
 
 HOST = "127.0.0.1"
@@ -70,6 +73,8 @@ class LocalBackend:
         self.proxy_port = 0
         self.admin_port = 0
         self.fault: FaultControl | None = None
+        # the target answers with it (target_app.py), so the runner can tell it from an impostor
+        self.target_token = secrets.token_hex(16)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "LocalBackend":
@@ -92,8 +97,9 @@ class LocalBackend:
         self.services.clear()
         self.clients.clear()
 
-    def _start(self, name: str, argv: list[str], log: str) -> Service:
-        service = Service(name, argv, self.logs / log)
+    def _start(self, name: str, argv: list[str], log: str, env: dict | None = None) -> Service:
+        # a library's name comes from the plan: keep its log inside logs/ whatever it holds
+        service = Service(name, argv, self.logs / re.sub(r"[^A-Za-z0-9._-]", "_", log).lstrip("."), env)
         self.services.append(service)
         return service
 
@@ -104,7 +110,8 @@ class LocalBackend:
                               [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
                                "--workers", str(self.options.workers), "--worker-class", "gthread",
                                "--threads", str(self.options.threads), "--graceful-timeout", "2",
-                               "httpbin:app"], "target.log")
+                               "rbl.runner.target_app:app"], "target.log",
+                              env={**os.environ, TOKEN_ENV: self.target_token})
         service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
         self.target_port = port
         return port
@@ -152,6 +159,16 @@ class LocalBackend:
         service.stop(grace=1.0)
         self.services.remove(service)
         self.start_client(library)
+
+    def lost_services(self) -> list[tuple[str | None, str]]:
+        """(library or None for the target and proxy, why) for every service that is no longer ours."""
+        libraries = {id(service): library for library, (service, _) in self.clients.items()}
+        return [(libraries.get(id(service)), f"the {service.name} {problem}; see its log: {service.log_path}")
+                for service in self.services if (problem := process_problem(service.process))]
+
+    def target_probe(self) -> tuple[str, str] | None:
+        """Where a request through the proxy reaches the target, and the token it must answer with."""
+        return f"http://{HOST}:{self.proxy_port}", self.target_token
 
     def pids(self) -> dict[str, int]:
         """The running services' process ids (recorded in the manifest, for whoever needs to look)."""

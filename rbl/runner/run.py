@@ -2,7 +2,8 @@
 
 Order matters for the user: requirements are checked before anything is created or started;
 services always stop (success, failure, Ctrl-C, SIGTERM); the CSV and manifest are written even
-when some rounds failed, and the exit code says whether any did (3).
+when some rounds failed, and the exit code says whether any did (3). The run directory is locked
+for the whole run; a full disk stops the run with exit 5 and a manifest that says so.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import platform
 import random
+import re
 import signal
 import sys
 from contextlib import contextmanager
@@ -22,8 +24,9 @@ from typing import Iterable
 from rich.console import Console
 
 from .. import __version__
-from ..errors import EXIT_OK, EXIT_RUN_FAILED, EnvironmentMissing, UsageError
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, EnvironmentMissing, RblError, StorageError, UsageError
 from .client_builds import BUILT_CLIENTS, client_jar
+from .durable import is_storage_error, storage_error
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .local import LocalBackend, LocalOptions
 from .progress import RunProgress
@@ -32,8 +35,12 @@ from .results import RunDirectory
 from .summary import print_failures, print_summary
 
 
-def default_run_dir(name: str) -> Path:
-    return Path("runs") / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+def default_run_dir(name) -> Path:
+    """runs/NAME-TIME, with the plan's name made one safe path component: a plan file is input,
+    and `"name": "/tmp/x/ABS"` or `"../.."` must not put the run directory anywhere else."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name if isinstance(name, str) else "")
+    safe = safe.strip(".-")[:64].strip(".-") or "run"
+    return Path("runs") / f"{safe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
 def load_plan_file(path: Path) -> tuple[dict, Iterable[str]]:
@@ -86,21 +93,31 @@ def prepare_clients(header: dict, options: LocalOptions, console: Console) -> No
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
               console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
     check_environment(header, options, console)
-    run = RunDirectory.create(out, header, scenario_lines)
-    console.print(f"run directory: {out}", highlight=False)
-    return _execute(run, header, options, console, round_timeout)
+    libraries = [c["library"] for c in header["clients"]]
+    run = RunDirectory.create(out, header, scenario_lines, _new_manifest(header, list(dict.fromkeys(libraries))))
+    try:
+        console.print(f"run directory: {out}", highlight=False)
+        return _execute(run, header, options, console, round_timeout)
+    finally:
+        run.close()
 
 
 def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: str | None = None,
                round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
     run = RunDirectory.resume(out)
-    header = run.plan_header()
-    if spec_sha256 and header["source"]["sha256"] != spec_sha256:
-        raise UsageError(f"the spec changed since {out} was started",
-                         hint="resume without the spec argument, or start a new run")
-    check_environment(header, options, console)
-    console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done", highlight=False)
-    return _execute(run, header, options, console, round_timeout)
+    try:
+        header = run.plan_header()
+        if spec_sha256 and header["source"]["sha256"] != spec_sha256:
+            raise UsageError(f"the spec changed since {out} was started",
+                             hint="resume without the spec argument, or start a new run")
+        check_environment(header, options, console)
+        for warning in run.warnings:
+            console.print(f"warning: {warning}", highlight=False, markup=False)
+        console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done",
+                      highlight=False)
+        return _execute(run, header, options, console, round_timeout)
+    finally:
+        run.close()
 
 
 def _backend(run: RunDirectory, header: dict, libraries: dict[str, str], options: LocalOptions):
@@ -145,19 +162,25 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
             with RunProgress(console, header["size"], header["rounds"]) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout)
                 executor.execute()
+        outcome = executor.outcome
+        _finish(run, manifest, session, "finished with failures" if outcome.failures else "finished", outcome)
+        csv_path = run.write_csv()
     except KeyboardInterrupt:
-        _finish(run, manifest, session, "interrupted", executor.outcome if executor else RunOutcome())
-        run.write_csv()                      # what finished is usable now, not only after --resume
+        _stop(run, manifest, session, "interrupted", executor)
         console.print(f"interrupted: {run.rows_written} rows are saved in {run.path}; "
                       f"continue with `rbl run --resume {run.path}`", highlight=False)
         raise
-    except BaseException:
-        _finish(run, manifest, session, "failed", executor.outcome if executor else RunOutcome())
+    except BaseException as error:
+        # a full disk anywhere (a service's log too) is the same stop as one in the run's own files
+        stopped = storage_error(error, run.path) if is_storage_error(error) else error
+        disk_full = isinstance(stopped, StorageError)
+        if disk_full:
+            run.release_ballast()                  # room for the manifest to say why the run stopped
+        _stop(run, manifest, session, "failed", executor, getattr(stopped, "message", None) or repr(stopped),
+              csv=not disk_full)
+        if stopped is not error:
+            raise stopped from error
         raise
-    outcome = executor.outcome
-    status = "finished with failures" if outcome.failures else "finished"
-    _finish(run, manifest, session, status, outcome)
-    csv_path = run.write_csv()
     # a pipe or file gets the whole table, not one squeezed to 80 columns
     print_summary(run, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
     console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
@@ -167,12 +190,27 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     return EXIT_OK
 
 
-def _finish(run: RunDirectory, manifest: dict, session: dict, status: str, outcome: RunOutcome) -> None:
+def _finish(run: RunDirectory, manifest: dict, session: dict, status: str, outcome: RunOutcome,
+            reason: str | None = None) -> None:
     session.update(status=status, ended_at=_now(), rounds_run=outcome.rounds_run,
                    rounds_failed=len(outcome.failures))
+    if reason:
+        session["reason"] = reason
     manifest["status"] = status
     manifest["rows"] = run.rows_written
     run.write_manifest(manifest)
+
+
+def _stop(run: RunDirectory, manifest: dict, session: dict, status: str, executor: Executor | None,
+          reason: str | None = None, csv: bool = True) -> None:
+    """A run that did not finish: record how it ended and make what finished usable (the CSV),
+    as far as the disk allows; the error that stopped it is what the user must see."""
+    try:
+        _finish(run, manifest, session, status, executor.outcome if executor else RunOutcome(), reason)
+        if csv:
+            run.write_csv()
+    except (OSError, RblError):
+        pass
 
 
 def _now() -> str:

@@ -1,0 +1,119 @@
+"""Shape checks of what a run directory's files hold, so damage gives a message, not a traceback."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS
+
+FAULT_KINDS = ("abort", "delay")
+
+
+def is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    return (is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def parse_line(raw: bytes) -> tuple[object, str | None]:
+    """One JSON Lines line: (value, None) or (None, why it is unreadable)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return None, f"not UTF-8 (byte {error.start + 1})"
+    try:
+        return json.loads(text), None
+    except (json.JSONDecodeError, RecursionError):
+        return None, "not JSON"
+
+
+def plan_problem(header) -> str | None:
+    """What is wrong with a run directory's plan.json, as far as the runner uses it."""
+    if not isinstance(header, dict):
+        return f"it holds a JSON {type(header).__name__}, not an object"
+    if header.get("rbl_plan") != 1:
+        return "it is not an rbl plan (version 1)"
+    for key in ("size", "rounds", "runs"):
+        if not is_int(header.get(key)) or header[key] < 1:
+            return f"`{key}` is not a positive integer"
+    if not isinstance(header.get("target"), dict) or not isinstance(header["target"].get("path"), str):
+        return "`target.path` is missing"
+    if not isinstance(header.get("source"), dict) or not isinstance(header["source"].get("sha256"), str):
+        return "`source.sha256` is missing"
+    clients = header.get("clients")
+    if not isinstance(clients, list) or not clients:
+        return "`clients` is not a non-empty list"
+    for client in clients:
+        if not isinstance(client, dict) or not all(isinstance(client.get(k), str)
+                                                   for k in ("label", "library", "service")):
+            return "a client lacks its label, library or service"
+    return None
+
+
+def scenario_problem(scenario, client_labels: set[str]) -> str | None:
+    """What is wrong with one line of scenarios.jsonl, as far as the executor uses it."""
+    if not isinstance(scenario, dict):
+        return f"a JSON {type(scenario).__name__}, not a scenario object"
+    for key in ("id", "client", "library", "pattern"):
+        if not isinstance(scenario.get(key), str):
+            return f"`{key}` is missing or not a string"
+    for key in ("index", "users", "successes", "max_requests"):
+        if not is_int(scenario.get(key)) or scenario[key] < (0 if key == "index" else 1):
+            return f"`{key}` is missing or not a {'non-negative' if key == 'index' else 'positive'} integer"
+    if scenario["client"] not in client_labels:
+        return f"client {scenario['client']!r} is not one of the plan's clients"
+    if not isinstance(scenario.get("config"), dict):
+        return "`config` is not an object"
+    fault = scenario.get("fault")
+    if not isinstance(fault, dict) or fault.get("kind") not in FAULT_KINDS:
+        return "`fault.kind` is not abort or delay"
+    if not is_number(fault.get("rate")) or not 0 <= fault["rate"] <= 100:
+        return "`fault.rate` is not a percentage"
+    needed = "status" if fault["kind"] == "abort" else "duration_ms"
+    if not is_int(fault.get(needed)):
+        return f"`fault.{needed}` is not an integer"
+    return None
+
+
+# every row the executor writes has these (the CSV's columns); values may be null
+ROW_KEYS = ("userId", "startTime", "endTime", "users", "round", "lib", "strategy", "faultPercentage",
+            "faultType", "config", "scenarioId", "scenarioIndex", "client", "share", "stoppedBy",
+            "faultRateApplied", "proxyRequests", *METRIC_COLUMNS, *LATENCY_COLUMNS)
+
+
+def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
+    """What is wrong with one line of results.jsonl, given the plan's scenarios (id -> users)."""
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not a row object"
+    missing = [key for key in ROW_KEYS if key not in row]
+    if missing:
+        return f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"
+    if not isinstance(row["scenarioId"], str) or row["scenarioId"] not in users_of:
+        return "its scenarioId is not one of the plan's scenarios"
+    users = users_of[row["scenarioId"]]
+    if not is_int(row["round"]) or not 1 <= row["round"] <= rounds:
+        return f"its round is not 1..{rounds}"
+    if row["users"] != users or not is_int(row["users"]):
+        return f"its users is not the scenario's {users}"
+    if not is_int(row["userId"]) or not 1 <= row["userId"] <= users:
+        return f"its userId is not 1..{users}"
+    if not isinstance(row["config"], dict):
+        return "its config is not an object"
+    for key in (*METRIC_COLUMNS, *LATENCY_COLUMNS, "faultRateApplied"):
+        if row[key] is not None and not is_number(row[key]):
+            return f"its {key} is not a number"
+    return None
+
+
+def manifest_problem(manifest) -> str | None:
+    if not isinstance(manifest, dict):
+        return f"it holds a JSON {type(manifest).__name__}, not an object"
+    if not isinstance(manifest.get("versions"), dict):
+        return "`versions` is not an object"
+    sessions = manifest.get("sessions", [])
+    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+        return "`sessions` is not a list of objects"
+    return None
