@@ -16,9 +16,10 @@ from .live_services import Proxy
 def client_service():
     started = []
 
-    def start(library: str) -> int:
-        process = subprocess.Popen([sys.executable, "-m", "rbl.services.python_client", "--library", library],
-                                   stdout=subprocess.PIPE, text=True)
+    def start(library: str, proxy: Proxy | None = None, *extra: str) -> int:
+        target = f"127.0.0.1:{proxy.data_port if proxy else 9}"
+        process = subprocess.Popen([sys.executable, "-m", "rbl.services.python_client", "--library", library,
+                                    "--target", target, *extra], stdout=subprocess.PIPE, text=True)
         started.append(process)
         word, port = process.stdout.readline().split()
         assert word == "listening"
@@ -54,19 +55,21 @@ def test_health_names_the_library_and_its_patterns(client_service):
     ({"strategy": [{"pattern": "bulkhead", "params": {}}]}, "no pattern 'bulkhead'"),
     ({"strategy": [{"pattern": "retry", "params": {"attempts": 3}}]}, "unknown parameter(s) attempts"),
     ({"strategy": [{"pattern": "retry", "params": {"wait": "sometimes"}}]}, "`wait` must be one of"),
-    ({"successes": 0}, "at least 1"),
+    ({"successes": 0}, "between 1 and"),
     ({"share": "everyone"}, "`share` must be one of"),
     ({"target_url": "ftp://x/"}, "http:// URL"),
 ])
 def test_a_bad_job_is_a_400_with_the_reason(client_service, start_proxy, change, message):
-    port = client_service("tenacity")
-    status, reply = call(port, "POST", "/run", job(start_proxy(), **change))
+    proxy = start_proxy()
+    port = client_service("tenacity", proxy)
+    status, reply = call(port, "POST", "/run", job(proxy, **change))
     assert status == 400
     assert message in reply["error"]
 
 
 def test_baseline_reports_each_request_with_timing_and_status(client_service, start_proxy):
-    status, reply = call(client_service("tenacity"), "POST", "/run", job(start_proxy(), successes=3))
+    proxy = start_proxy()
+    status, reply = call(client_service("tenacity", proxy), "POST", "/run", job(proxy, successes=3))
     assert status == 200
     assert [c["ok"] for c in reply["calls"]] == [True, True, True]
     starts = [c["requests"][0][0] for c in reply["calls"]]
@@ -79,7 +82,7 @@ def test_retry_waits_follow_the_exponential_backoff(client_service, start_proxy)
     proxy = start_proxy()
     proxy.admin("POST", "/runtime_modify?fault.http.abort.abort_percent=100")
     params = {"stop_after_attempt": 4, "wait": "exponential", "multiplier": 0.02, "exp_base": 2}
-    status, reply = call(client_service("tenacity"), "POST", "/run",
+    status, reply = call(client_service("tenacity", proxy), "POST", "/run",
                          job(proxy, strategy=[{"pattern": "retry", "params": params}], max_requests=4))
     assert status == 200
     (only,) = reply["calls"]
@@ -94,7 +97,7 @@ def test_retry_waits_follow_the_exponential_backoff(client_service, start_proxy)
 def test_share_client_shares_one_breaker_across_virtual_users(client_service, start_proxy, share, first_call_sends):
     proxy = start_proxy()
     proxy.admin("POST", "/runtime_modify?fault.http.abort.abort_percent=100")
-    port = client_service("pybreaker")
+    port = client_service("pybreaker", proxy)
     breaker = [{"pattern": "circuit_breaker", "params": {"fail_max": 2, "reset_timeout": 30}}]
     first = job(proxy, strategy=breaker, share=share, max_requests=2, vu=1)
     assert call(port, "POST", "/run", first)[0] == 200              # trips the breaker

@@ -29,7 +29,7 @@ class ClientRecipe:
     image: str                   # built image name, e.g. client-python
     dockerfile: str | None       # template under templates/docker/, None: rbl ships no such client
     base_args: tuple[str, ...]   # the base images the Dockerfile takes as build args
-    command: tuple[str, ...]     # arguments after the image's entrypoint; {library}, {listen}
+    command: tuple[str, ...]     # arguments after the image's entrypoint; {library}, {listen}, {target}
     healthcheck: tuple[str, ...]
 
 
@@ -38,9 +38,10 @@ PYTHON_HEALTHCHECK = ("CMD", "python", "-c",
 
 CLIENT_RECIPES = {
     "python": ClientRecipe("client-python", "client-python.Dockerfile", ("python",),
-                           ("--library", "{library}", "--listen", "{listen}"), PYTHON_HEALTHCHECK),
+                           ("--library", "{library}", "--listen", "{listen}", "--target", "{target}"),
+                           PYTHON_HEALTHCHECK),
     "resilience4j": ClientRecipe("client-resilience4j", "client-resilience4j.Dockerfile", ("maven", "java"),
-                                 ("--listen", "{listen}"),
+                                 ("--listen", "{listen}", "--target", "{target}"),
                                  ("CMD", "java", "-cp", "/opt/rbl/client.jar", "dev.rbl.client.HealthCheck",
                                   "http://127.0.0.1:{port}/health")),
 }
@@ -190,7 +191,10 @@ def _client_service(library: str, kind: str, index: int, images: ImageChoice, la
             note = (f"rbl ships no `{kind}` client service yet: build one that speaks rbl client protocol v1 "
                     f"(DESIGN 5.2) on port {port} and pass --image {image_name}=REF")
         return Service(**common, build=None, command=(), healthcheck=(), note=note)
-    fill = {"library": library, "listen": f"{layout.bind_host}:{port}", "port": port}
+    # {target}: the fault proxy's data address as the client reaches it (docker_backend.target_url)
+    target_host = "127.0.0.1" if layout.host_network else TARGET_SERVICE
+    fill = {"library": library, "listen": f"{layout.bind_host}:{port}", "port": port,
+            "target": f"{target_host}:{layout.proxy_port}"}
     build = None if images.is_prebuilt(image_name) else Build(
         recipe.dockerfile, {f"{base.upper()}_IMAGE": images.bases[base] for base in recipe.base_args})
     return Service(**common, build=build, command=tuple(a.format(**fill) for a in recipe.command),

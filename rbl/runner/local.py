@@ -148,7 +148,9 @@ class LocalBackend:
             argv = ["java", "-jar", str(self.options.client_jars[library])]
         else:
             raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
-        service = self._start(f"{library} client service", argv + ["--listen", f"{HOST}:0"], f"client-{library}.log")
+        # --target: the only address the client may send requests to, the fault proxy's data port
+        argv += ["--listen", f"{HOST}:0", "--target", f"{HOST}:{self.proxy_port}"]
+        service = self._start(f"{library} client service", argv, f"client-{library}.log")
         (port,) = service.read_announcement("listening", READY_TIMEOUT)
         service.wait_http(f"http://{HOST}:{port}/health", READY_TIMEOUT)
         self.clients[library] = (service, int(port))

@@ -1,29 +1,64 @@
 """rbl client protocol v1 (DESIGN 5.2): the job a client service receives and what it returns.
 
+Start-up: a client service takes `--listen HOST:PORT` and `--target HOST:PORT` (required): the
+only host and port its jobs may send requests to (the runner passes the fault proxy's data
+address), so a client service cannot be used to reach anything else.
+
 POST /run body (one virtual user's job):
   {"strategy": [{"pattern": "retry", "params": {...library-native...}}, ...],   # outermost first
    "target_url": "http://127.0.0.1:PORT/bytes/100", "successes": 25, "max_requests": 500,
    "share": "user" | "client", "instance": "KEY", "vu": 1, "max_duration_ms": 60000}
-  max_duration_ms (optional) also ends the loop: a breaker that stays open sends no requests, so
-  without it the paper's loop would never end.
+  target_url: http only, its host and port exactly the `--target` ones (else 400), no user info,
+  a path of URL characters. successes, max_requests: integers 1..MAX_COUNT. vu: 0..2^31-1.
+  instance: a string of at most MAX_INSTANCE_CHARS. strategy: at most MAX_STEPS steps.
+  Numbers in params must be finite and not negative; integers anywhere fit in 64 bits.
+  max_duration_ms (1..MAX_DURATION_MS, default MAX_DURATION_MS) bounds the whole job, a call in
+  progress included: a breaker that stays open sends no requests, and a retry may wait for ever.
+Loop (the paper's rule): before each call, stop when `successes` calls succeeded or `max_requests`
+  requests were sent, or max_duration_ms has passed. Within a call the same limits hold: a call
+  that would send request max_requests + 1, or is still running (a request or a wait) when
+  max_duration_ms has passed, is cut short: it ends at once, is reported failed with
+  "cut_short": true, and ends the job (stopped_by says which limit). A request interrupted by
+  the deadline is reported with status 0. The reply comes at most CUT_GRACE_MS after the deadline.
 Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
         "stopped_by": "successes" | "max_requests" | "max_duration",
         "calls": [{"ok": true, "requests": [[start_us, duration_us, status], ...]},
-                  {"ok": false, "requests": [], "repeat": 40}, ...]}
+                  {"ok": false, "requests": [], "repeat": 40},
+                  {"ok": false, "requests": [[...]], "cut_short": true}, ...]}
   start_us counts from the start of the job; status 0 means a connection error. Consecutive
   identical calls that sent no request (an open circuit breaker) are run-length encoded with
   "repeat", so a breaker open for a long time does not produce megabytes of identical records.
+  A job whose caller disconnected stops at its next check (before each request, between calls
+  and during waits, at least every DISCONNECT_CHECK_S), stopped_by "disconnected"; nobody reads it.
 GET /health: {"protocol": 1, "library": NAME, "version": V, "patterns": [...]}
-Errors: 400 {"error": "..."} for a job the service cannot run.
+Errors, always a JSON {"error": "..."} reply, never a dropped connection:
+  400 a malformed request or a job the service cannot run (bad JSON, non-UTF-8 body, wrong types,
+      values out of range, another target, a bad Content-Length); 404 no such route; 405 wrong method;
+  408 the request (headers or body) did not arrive within READ_TIMEOUT_S;
+  411 a body without Content-Length (chunked); 413 a body over MAX_BODY_BYTES;
+  431 request headers over MAX_HEADER_BYTES; 503 more than MAX_JOBS connections at once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 PROTOCOL_VERSION = 1
 SHARE_MODES = ("user", "client")
+
+# Limits every client service applies (tests/conformance checks them).
+MAX_BODY_BYTES = 1 << 20             # a job is about 1 KB
+MAX_HEADER_BYTES = 32 * 1024
+READ_TIMEOUT_S = 5.0                 # for a request's headers and body, and an idle connection
+MAX_JOBS = 512                       # concurrent connections (each runs at most one job)
+MAX_COUNT = 1_000_000                # successes and max_requests: bounds a reply's size
+MAX_DURATION_MS = 86_400_000         # one day; also the default
+MAX_STEPS = 8
+MAX_INSTANCE_CHARS = 1024
+MAX_URL_CHARS = 2048
+CUT_GRACE_MS = 250                   # how late after max_duration_ms the reply may come
+DISCONNECT_CHECK_S = 0.1
+INT64_MAX = (1 << 63) - 1
 
 
 class JobError(ValueError):
@@ -39,57 +74,19 @@ class Step:
 @dataclass(frozen=True)
 class Job:
     strategy: tuple[Step, ...]
-    target_url: str
+    host: str
+    port: int
+    path: str
     successes: int
     max_requests: int
     share: str
     instance: str
     vu: int
-    max_duration_ms: int | None = None
+    max_duration_ms: int = MAX_DURATION_MS
 
     @property
     def host_port_path(self) -> tuple[str, int, str]:
-        url = urlsplit(self.target_url)
-        path = url.path or "/"
-        if url.query:
-            path += "?" + url.query
-        return url.hostname or "127.0.0.1", url.port or 80, path
-
-
-def _require(body: dict, key: str, kind: type, default=None):
-    value = body.get(key, default)
-    if value is None or not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise JobError(f"`{key}` must be {kind.__name__}, got {value!r}")
-    return value
-
-
-def parse_job(body: object) -> Job:
-    if not isinstance(body, dict):
-        raise JobError("the job must be a JSON object")
-    steps = []
-    for item in _require(body, "strategy", list, []):
-        if not isinstance(item, dict) or not isinstance(item.get("pattern"), str):
-            raise JobError("each strategy step needs a `pattern` string")
-        params = item.get("params", {})
-        if not isinstance(params, dict):
-            raise JobError("`params` must be an object")
-        steps.append(Step(item["pattern"], params))
-    target_url = _require(body, "target_url", str)
-    if urlsplit(target_url).scheme != "http":
-        raise JobError(f"`target_url` must be an http:// URL, got {target_url!r}")
-    share = _require(body, "share", str, "user")
-    if share not in SHARE_MODES:
-        raise JobError(f"`share` must be one of {', '.join(SHARE_MODES)}, got {share!r}")
-    successes = _require(body, "successes", int)
-    max_requests = _require(body, "max_requests", int)
-    if successes < 1 or max_requests < 1:
-        raise JobError("`successes` and `max_requests` must be at least 1")
-    max_duration_ms = body.get("max_duration_ms")
-    if max_duration_ms is not None and (not isinstance(max_duration_ms, int) or isinstance(max_duration_ms, bool)
-                                        or max_duration_ms < 1):
-        raise JobError(f"`max_duration_ms` must be a positive integer, got {max_duration_ms!r}")
-    return Job(tuple(steps), target_url, successes, max_requests, share,
-               str(body.get("instance", "")), _require(body, "vu", int, 0), max_duration_ms)
+        return self.host, self.port, self.path
 
 
 class CallLog:
@@ -100,11 +97,15 @@ class CallLog:
         self.successful_calls = 0
         self.requests = 0
 
-    def add(self, ok: bool, requests: list[list[int]]) -> None:
+    def add(self, ok: bool, requests: list[list[int]], cut_short: bool = False) -> None:
         self.requests += len(requests)
         self.successful_calls += ok
+        if cut_short:
+            self.calls.append({"ok": ok, "requests": requests, "cut_short": True})
+            return
         last = self.calls[-1] if self.calls else None
-        if not requests and last is not None and not last["requests"] and last["ok"] == ok:
+        if not requests and last is not None and not last["requests"] and last["ok"] == ok \
+                and "cut_short" not in last:
             last["repeat"] = last.get("repeat", 1) + 1
             return
         self.calls.append({"ok": ok, "requests": requests})

@@ -1,10 +1,12 @@
 """The Python client service: rbl client protocol v1 over tenacity or pybreaker.
 
-Each POST /run is one virtual user, served on its own thread: it calls the target through the
-configured patterns, in the paper's loop (until `successes` successful calls or `max_requests`
-requests), over one keep-alive connection, and returns raw observations (see protocol.py).
+Each POST /run is one virtual user, served on a thread of a bounded pool: it calls the target
+through the configured patterns, in the paper's loop (until `successes` successful calls or
+`max_requests` requests, within `max_duration_ms`), over one keep-alive connection, and returns
+raw observations. Limits and error replies: see protocol.py.
 
-Run: python -m rbl.services.python_client --library tenacity [--listen 127.0.0.1:0]
+Run: python -m rbl.services.python_client --library tenacity --target 127.0.0.1:PORT
+     [--listen 127.0.0.1:0] [--max-jobs 512]
 It prints `listening PORT` on stdout once bound.
 """
 
@@ -18,29 +20,38 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-from .protocol import PROTOCOL_VERSION, CallLog, Job, JobError, parse_job
+from .http_front import Front, serve
+from .job_limits import CutShort, JobGuard
+from .job_request import decode_body, parse_job, parse_target
+from .protocol import MAX_JOBS, PROTOCOL_VERSION, CallLog, Job, JobError
 from .python_strategies import LIBRARIES, Call, RequestFailed, library_version
 
 SHARED_INSTANCES_KEPT = 256
+REQUEST_TIMEOUT_S = 60.0
 
 
 class Target:
     """One virtual user's keep-alive connection to the target; records every request it sends."""
 
-    def __init__(self, job: Job, started_ns: int):
+    def __init__(self, job: Job, started_ns: int, guard: JobGuard):
         self.host, self.port, self.path = job.host_port_path
         self.started_ns = started_ns
+        self.guard = guard
         self.connection: http.client.HTTPConnection | None = None
         self.sent: list[list[int]] = []
 
     def send(self) -> None:
+        self.guard.before_request()
+        # a request may take no longer than the job has left (plus a little, so it is seen to end)
+        timeout = min(REQUEST_TIMEOUT_S, self.guard.remaining_s() + 0.01)
         begin = time.perf_counter_ns()
         try:
             if self.connection is None:
-                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=60)
+                self.connection = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            elif self.connection.sock is not None:
+                self.connection.sock.settimeout(timeout)
             self.connection.request("GET", self.path)
             response = self.connection.getresponse()
             response.read()
@@ -52,6 +63,8 @@ class Target:
             status = 0
         end = time.perf_counter_ns()
         self.sent.append([(begin - self.started_ns) // 1000, (end - begin) // 1000, status])
+        if status == 0 and self.guard.expired():
+            raise CutShort("max_duration")
         if not 200 <= status < 300:
             raise RequestFailed(status)
 
@@ -64,10 +77,11 @@ class Target:
 class ClientService:
     """Builds pattern stacks for one library and runs jobs; keeps shared instances by key."""
 
-    def __init__(self, library: str):
+    def __init__(self, library: str, target: tuple[str, int]):
         if library not in LIBRARIES:
             raise ValueError(f"unknown library {library!r}; known: {', '.join(LIBRARIES)}")
         self.library = library
+        self.target = target
         self.version = library_version(library)
         self.patterns = LIBRARIES[library]
         self._shared: OrderedDict[tuple, Callable[[Call], Call]] = OrderedDict()
@@ -77,11 +91,15 @@ class ClientService:
         return {"protocol": PROTOCOL_VERSION, "library": self.library, "version": self.version,
                 "patterns": list(self.patterns)}
 
+    def job(self, raw: bytes) -> Job:
+        """The job in a POST /run body; JobError (400) for anything protocol.py does not allow."""
+        return parse_job(decode_body(raw), self.target)
+
     def _wrapper(self, job: Job, position: int) -> Callable[[Call], Call]:
         step = job.strategy[position]
         build = self.patterns.get(step.pattern)
         if build is None:
-            raise JobError(f"{self.library} has no pattern {step.pattern!r}; it has {', '.join(self.patterns)}")
+            raise JobError(f"{self.library} has no pattern {step.pattern[:40]!r}; it has {', '.join(self.patterns)}")
         if job.share == "user":
             return build(step.params)
         # share: client: one instance per key across virtual users, as production code shares a breaker
@@ -94,95 +112,76 @@ class ClientService:
                     self._shared.popitem(last=False)
             return wrapper
 
-    def run(self, job: Job) -> dict:
+    def run(self, job: Job, caller_gone: Callable[[], bool] = lambda: False) -> dict:
         wrappers = [self._wrapper(job, i) for i in range(len(job.strategy))]
-        started = time.perf_counter_ns()
-        target = Target(job, started)
+        log = CallLog()
+        guard = JobGuard(job.max_duration_ms, job.max_requests, lambda: log.requests + len(target.sent), caller_gone)
+        target = Target(job, guard.started_ns, guard)
         call: Call = target.send
         for wrap in reversed(wrappers):          # outermost first in the job, so wrap inside-out
             call = wrap(call)
-        log = CallLog()
-        deadline = started + job.max_duration_ms * 1_000_000 if job.max_duration_ms else None
-        stopped_by = "max_duration"
         try:
-            while True:
-                if log.successful_calls >= job.successes:
-                    stopped_by = "successes"
-                    break
-                if log.requests >= job.max_requests:
-                    stopped_by = "max_requests"
-                    break
-                if deadline is not None and time.perf_counter_ns() >= deadline:
-                    break
-                target.sent = []
-                try:
-                    call()
-                    ok = True
-                except Exception:                # a failed call, whatever the library raised
-                    ok = False
-                log.add(ok, target.sent)
-                if not target.sent:
-                    # A call rejected without a request (open breaker) takes microseconds; spinning on
-                    # it would hold the GIL and slow the other virtual users' requests. sleep(0)
-                    # only yields the interpreter, so the loop's semantics stay the paper's.
-                    time.sleep(0)
+            with guard:
+                stopped_by = self._loop(job, call, target, log, guard)
         finally:
             target.close()
-        total_us = (time.perf_counter_ns() - started) // 1000
+        total_us = (time.perf_counter_ns() - guard.started_ns) // 1000
         return {"protocol": PROTOCOL_VERSION, "library": self.library, "version": self.version,
                 "vu": job.vu, "total_us": total_us, "stopped_by": stopped_by, "calls": log.calls}
 
-
-def make_handler(service: ClientService) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format, *args):   # quiet: the runner keeps its own log
-            pass
-
-        def _reply(self, status: int, body: dict) -> None:
-            data = json.dumps(body, separators=(",", ":")).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            if self.path == "/health":
-                self._reply(200, service.health())
-            else:
-                self._reply(404, {"error": f"no route {self.path}"})
-
-        def do_POST(self):
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length)
-            if self.path != "/run":
-                self._reply(404, {"error": f"no route {self.path}"})
-                return
+    @staticmethod
+    def _loop(job: Job, call: Call, target: Target, log: CallLog, guard: JobGuard) -> str:
+        """The paper's loop: the limits are checked before each call, and inside it by the guard."""
+        while True:
+            if log.successful_calls >= job.successes:
+                return "successes"
+            if log.requests >= job.max_requests:
+                return "max_requests"
+            if guard.expired():
+                return "max_duration"
+            if guard.caller_gone():
+                return "disconnected"
+            target.sent = []
             try:
-                job = parse_job(json.loads(raw or b"null"))
-                self._reply(200, service.run(job))
-            except json.JSONDecodeError as error:
-                self._reply(400, {"error": f"the body is not JSON: {error}"})
-            except JobError as error:
-                self._reply(400, {"error": str(error)})
-    return Handler
+                call()
+                ok = True
+            except CutShort as cut:
+                log.add(False, target.sent, cut_short=True)
+                return cut.reason
+            except Exception:                    # a failed call, whatever the library raised
+                ok = False
+            log.add(ok, target.sent)
+            if not target.sent:
+                # A call rejected without a request (open breaker) takes microseconds; spinning on
+                # it would hold the GIL and slow the other virtual users' requests. sleep(0)
+                # only yields the interpreter, so the loop's semantics stay the paper's.
+                time.sleep(0)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024                    # hundreds of virtual users connect at once
+def routes(service: ClientService) -> Front:
+    def run(raw: bytes, caller_gone: Callable[[], bool]) -> tuple[int, dict]:
+        return 200, service.run(service.job(raw), caller_gone)
+    return Front(health=service.health, run=run)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rbl.services.python_client", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--library", required=True, choices=sorted(LIBRARIES))
+    parser.add_argument("--target", required=True,
+                        help="HOST:PORT, the only address jobs may send requests to (the fault proxy's)")
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (default 127.0.0.1:0)")
+    parser.add_argument("--max-jobs", type=int, default=MAX_JOBS,
+                        help=f"connections served at once; more are answered 503 (default {MAX_JOBS})")
     args = parser.parse_args(argv)
+    try:
+        target = parse_target(args.target)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.max_jobs < 1:
+        parser.error("--max-jobs must be at least 1")
     host, _, port = args.listen.rpartition(":")
-    server = Server((host or "127.0.0.1", int(port)), make_handler(ClientService(args.library)))
+    server = serve((host or "127.0.0.1", int(port)), routes(ClientService(args.library, target)), args.max_jobs)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print(f"listening {server.server_address[1]}", flush=True)
     try:

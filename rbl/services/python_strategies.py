@@ -14,6 +14,7 @@ from typing import Callable
 import pybreaker
 import tenacity
 
+from .job_limits import guarded_sleep
 from .protocol import JobError
 
 Call = Callable[[], object]
@@ -27,17 +28,32 @@ def _identity(fn: Call) -> Call:
     return fn
 
 
-def _params(params: dict, allowed: dict[str, type | tuple]) -> dict:
+# The largest duration (seconds) or factor a parameter may have: far beyond any useful value, but
+# small enough for datetime arithmetic (pybreaker) and float powers; max_duration_ms bounds the job.
+MAX_PARAMETER = 1e9
+
+
+def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str, ...] = ()) -> dict:
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise JobError(f"unknown parameter(s) {', '.join(unknown)}; expected {', '.join(allowed)}")
+        raise JobError(f"unknown parameter(s) {', '.join(unknown)[:200]}; expected {', '.join(allowed)}")
     for name, value in params.items():
         kinds = allowed[name]
         if isinstance(value, bool) and kinds is not bool:
             raise JobError(f"`{name}` must be a number, got {value!r}")
         if not isinstance(value, kinds):
-            raise JobError(f"`{name}` has the wrong type: {value!r}")
+            raise JobError(f"`{name}` has the wrong type: {repr(value)[:60]}")
+        if kinds is not bool and kinds is not str:
+            _in_range(name, value, 1 if name in positive else 0, kinds is int)
     return params
+
+
+def _in_range(name: str, value: float, low: int, count: bool) -> None:
+    # counts may be as large as 64 bits allow (the request budget bounds them); durations and
+    # factors must be finite (the JSON decoder already refused inf and NaN) and at most MAX_PARAMETER
+    high = (1 << 63) - 1 if count else MAX_PARAMETER
+    if not low <= value <= high:
+        raise JobError(f"`{name}` must be between {low} and {high:g}, got {value!r}")
 
 
 _NUMBER = (int, float)
@@ -46,7 +62,7 @@ TENACITY_RETRY = {"stop_after_attempt": int, "wait": str, "wait_fixed": _NUMBER,
 
 
 def tenacity_retry(params: dict) -> Callable[[Call], Call]:
-    p = _params(params, TENACITY_RETRY)
+    p = _params(params, TENACITY_RETRY, positive=("stop_after_attempt",))
     waits = {
         "none": lambda: tenacity.wait_none(),
         "fixed": lambda: tenacity.wait_fixed(p.get("wait_fixed", 1)),
@@ -58,7 +74,7 @@ def tenacity_retry(params: dict) -> Callable[[Call], Call]:
         raise JobError(f"`wait` must be one of {', '.join(waits)}, got {kind!r}")
     retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(p.get("stop_after_attempt", 3)),
                                  wait=waits[kind](), retry=tenacity.retry_if_exception_type(RequestFailed),
-                                 reraise=True)
+                                 reraise=True, sleep=guarded_sleep)   # waits end at the job's limits
 
     def wrap(fn: Call) -> Call:
         # copy(): a Retrying carries per-call state; one copy per call keeps threads apart
@@ -78,7 +94,7 @@ PYBREAKER_CIRCUIT_BREAKER = {"fail_max": int, "reset_timeout": _NUMBER, "success
 
 
 def pybreaker_circuit_breaker(params: dict) -> Callable[[Call], Call]:
-    p = _params(params, PYBREAKER_CIRCUIT_BREAKER)
+    p = _params(params, PYBREAKER_CIRCUIT_BREAKER, positive=("fail_max", "success_threshold"))
     breaker = pybreaker.CircuitBreaker(fail_max=p.get("fail_max", 5), reset_timeout=p.get("reset_timeout", 60),
                                        success_threshold=p.get("success_threshold", 1),
                                        throw_new_error_on_trip=p.get("throw_new_error_on_trip", True))

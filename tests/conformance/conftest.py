@@ -2,9 +2,12 @@
 pybreaker, the Resilience4j jar), or one you point it at:
 
   RBL_CONFORMANCE_URL=http://127.0.0.1:8080 RBL_CONFORMANCE_PROFILE=resilience4j \\
-      python3 -m pytest tests/conformance
+  RBL_CONFORMANCE_TARGET=127.0.0.1:9211 python3 -m pytest tests/conformance
 
-(the profile says how that client's native parameters are written; see profiles.py)."""
+(the profile says how that client's native parameters are written; see profiles.py). A client
+service only sends requests to its `--target`, so the suite runs one fault proxy per module, on
+RBL_CONFORMANCE_TARGET when given (start your client with that `--target`), and starts rbl's own
+clients with the proxy's address."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import pytest
 
 from rbl.runner.client_builds import client_jar
 
+from ..live_services import Proxy
 from .profiles import PROFILES
 
 
@@ -25,14 +29,44 @@ def selected_profiles(capability: str | None = None) -> list:
     return [p for p in profiles if capability is None or getattr(p, capability) is not None]
 
 
-def _command(profile) -> list[str]:
+def client_command(profile) -> list[str]:
     if profile.kind == "python":
         return [sys.executable, "-m", "rbl.services.python_client", "--library", profile.library]
     return ["java", "-jar", str(client_jar(profile.kind))]
 
 
+def start_client(profile, target_port: int, *extra: str) -> tuple[subprocess.Popen, str]:
+    """A client service for `profile` whose jobs may reach 127.0.0.1:target_port only."""
+    process = subprocess.Popen(client_command(profile) + ["--listen", "127.0.0.1:0", "--target",
+                                                         f"127.0.0.1:{target_port}", *extra],
+                               stdout=subprocess.PIPE, text=True)
+    word, port = process.stdout.readline().split()
+    assert word == "listening", word
+    return process, f"http://127.0.0.1:{port}"
+
+
 @pytest.fixture(scope="module")
-def client_url():
+def conformance_proxy(httpbin):
+    listen = os.environ.get("RBL_CONFORMANCE_TARGET", "127.0.0.1:0")
+    process = subprocess.Popen([sys.executable, "-m", "rbl.services.fault_proxy", "--upstream",
+                                f"127.0.0.1:{httpbin}", "--listen", listen, "--seed", "7"],
+                               stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline().split()
+    assert line[0] == "listening", line
+    yield Proxy(int(line[1]), int(line[2]))
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.fixture
+def start_proxy(conformance_proxy):
+    """The module's fault proxy with no fault set (the checks set their own)."""
+    conformance_proxy.set_fault(abort__abort_percent=0, delay__fixed_delay_percent=0, delay__fixed_duration_ms=0)
+    return lambda seed=None: conformance_proxy
+
+
+@pytest.fixture(scope="module")
+def client_url(conformance_proxy):
     """profile -> the URL of a running client service for it (started once per module)."""
     started: dict[str, tuple[subprocess.Popen | None, str]] = {}
 
@@ -40,11 +74,7 @@ def client_url():
         if os.environ.get("RBL_CONFORMANCE_URL"):
             return os.environ["RBL_CONFORMANCE_URL"].rstrip("/")
         if profile.name not in started:
-            process = subprocess.Popen(_command(profile) + ["--listen", "127.0.0.1:0"], stdout=subprocess.PIPE,
-                                       text=True)
-            word, port = process.stdout.readline().split()
-            assert word == "listening", word
-            started[profile.name] = (process, f"http://127.0.0.1:{port}")
+            started[profile.name] = start_client(profile, conformance_proxy.data_port)
         return started[profile.name][1]
 
     yield url_for
