@@ -55,19 +55,27 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def append_whole(path: Path, data: str) -> None:
-    """Append lines and fsync them; on failure cut the file back, so no torn line is left."""
-    with path.open("ab") as out:
-        start = out.seek(0, os.SEEK_END)
+    """Append lines and fsync them; on failure cut the file back, so no torn line is left.
+
+    Unbuffered on purpose: a buffered file would retry its buffer (and fail again) before it
+    could be cut back."""
+    encoded = data.encode("utf-8")
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        start = os.lseek(descriptor, 0, os.SEEK_END)
         try:
-            out.write(data.encode("utf-8"))
-            out.flush()
-            os.fsync(out.fileno())
+            written = 0
+            while written < len(encoded):
+                written += os.write(descriptor, encoded[written:])
+            os.fsync(descriptor)
         except BaseException:
             try:
-                out.truncate(start)        # shrinking needs no space, so this works on a full disk
+                os.ftruncate(descriptor, start)     # shrinking needs no space: works on a full disk
             except OSError:
                 pass
             raise
+    finally:
+        os.close(descriptor)
 
 
 def reserve_ballast(directory: Path) -> None:
