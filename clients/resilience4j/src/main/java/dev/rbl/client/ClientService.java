@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.BooleanSupplier;
 
 /** Runs virtual users' jobs in the paper's loop and reports raw observations (protocol v1). */
 final class ClientService {
@@ -50,38 +51,58 @@ final class ClientService {
         }
     }
 
-    String run(Job job) {
+    String run(Job job, BooleanSupplier callerGone) {
         List<Strategies.Decorator> decorators = new ArrayList<>();
         for (int i = 0; i < job.strategy().size(); i++) {
             decorators.add(decorator(job, i));
         }
-        long started = System.nanoTime();
-        Target target = new Target(job.targetUrl(), started);
-        Strategies.Call call = target::send;
-        for (int i = decorators.size() - 1; i >= 0; i--) {       // outermost first in the job
-            call = decorators.get(i).wrap(call);
-        }
         CallLog log = new CallLog();
-        long deadline = job.maxDurationMs() == null ? Long.MAX_VALUE : started + job.maxDurationMs() * 1_000_000L;
+        Target[] target = new Target[1];
         String stoppedBy;
+        long started;
+        try (JobGuard guard = new JobGuard(job.maxDurationMs(), job.maxRequests(),
+                () -> log.requests + target[0].sent.size(), callerGone)) {
+            started = guard.startedNs;
+            target[0] = new Target(job.target().host(), job.target().port(), job.path(), started, guard);
+            Strategies.Call call = target[0]::send;
+            for (int i = decorators.size() - 1; i >= 0; i--) {       // outermost first in the job
+                call = decorators.get(i).wrap(call);
+            }
+            try {
+                stoppedBy = loop(job, call, target[0], log, guard);
+            } finally {
+                target[0].close();
+            }
+        }
+        long totalUs = (System.nanoTime() - started) / 1000;
+        return "{\"protocol\":1,\"library\":\"resilience4j\",\"version\":" + Json.quote(version)
+                + ",\"vu\":" + job.vu() + ",\"total_us\":" + totalUs + ",\"stopped_by\":\"" + stoppedBy
+                + "\",\"calls\":" + log.toJson() + "}";
+    }
+
+    /** The paper's loop: the limits are checked before each call, and inside it by the guard. */
+    private static String loop(Job job, Strategies.Call call, Target target, CallLog log, JobGuard guard) {
         while (true) {
             if (log.successfulCalls >= job.successes()) {
-                stoppedBy = "successes";
-                break;
+                return "successes";
             }
             if (log.requests >= job.maxRequests()) {
-                stoppedBy = "max_requests";
-                break;
+                return "max_requests";
             }
-            if (System.nanoTime() >= deadline) {
-                stoppedBy = "max_duration";
-                break;
+            if (guard.expired()) {
+                return "max_duration";
+            }
+            if (guard.callerGone()) {
+                return "disconnected";
             }
             target.sent = new ArrayList<>();
             boolean ok;
             try {
                 call.run();
                 ok = true;
+            } catch (CutShort cut) {
+                log.addCutShort(target.sent);
+                return cut.reason;
             } catch (Error fatal) {
                 throw fatal;
             } catch (Throwable failed) {        // a failed call, whatever the library threw
@@ -92,11 +113,6 @@ final class ClientService {
                 Thread.yield();                 // rejected without a request (open breaker): let others run
             }
         }
-        target.close();
-        long totalUs = (System.nanoTime() - started) / 1000;
-        return "{\"protocol\":1,\"library\":\"resilience4j\",\"version\":" + Json.quote(version)
-                + ",\"vu\":" + job.vu() + ",\"total_us\":" + totalUs + ",\"stopped_by\":\"" + stoppedBy
-                + "\",\"calls\":" + log.toJson() + "}";
     }
 
     /** Calls as the protocol reports them; request-less calls in a row are run-length encoded. */
@@ -107,6 +123,22 @@ final class ClientService {
         private long pendingRepeat;
         long successfulCalls;
         long requests;
+
+        /** A call cut short (protocol.py): failed, marked, never merged with others. */
+        void addCutShort(List<long[]> sent) {
+            requests += sent.size();
+            flush();
+            append("{\"ok\":false,\"requests\":" + requestsJson(sent) + ",\"cut_short\":true}");
+        }
+
+        private static String requestsJson(List<long[]> sent) {
+            StringBuilder out = new StringBuilder("[");
+            for (int i = 0; i < sent.size(); i++) {
+                long[] r = sent.get(i);
+                out.append(i == 0 ? "[" : ",[").append(r[0]).append(',').append(r[1]).append(',').append(r[2]).append(']');
+            }
+            return out.append(']').toString();
+        }
 
         void add(boolean ok, List<long[]> sent) {
             requests += sent.size();
@@ -124,12 +156,7 @@ final class ClientService {
                 return;
             }
             flush();
-            StringBuilder call = new StringBuilder("{\"ok\":").append(ok).append(",\"requests\":[");
-            for (int i = 0; i < sent.size(); i++) {
-                long[] r = sent.get(i);
-                call.append(i == 0 ? "[" : ",[").append(r[0]).append(',').append(r[1]).append(',').append(r[2]).append(']');
-            }
-            append(call.append("]}").toString());
+            append("{\"ok\":" + ok + ",\"requests\":" + requestsJson(sent) + "}");
         }
 
         private void flush() {

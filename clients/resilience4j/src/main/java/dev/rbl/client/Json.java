@@ -5,10 +5,16 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Just enough JSON for protocol v1: objects become Maps, arrays Lists, integers Long, other numbers Double. */
+/**
+ * Just enough JSON for protocol v1: objects become Maps, arrays Lists, integers Long, other numbers
+ * Double. Refuses (JobError) integers beyond 64 bits, numbers beyond a double's range and nesting
+ * deeper than MAX_DEPTH, so a hostile body cannot overflow the stack or smuggle an infinity.
+ */
 final class Json {
+    static final int MAX_DEPTH = 512;
     private final String text;
     private int pos;
+    private int depth;
 
     private Json(String text) {
         this.text = text;
@@ -68,12 +74,20 @@ final class Json {
         }
     }
 
+    private void deeper() {
+        if (++depth > MAX_DEPTH) {
+            throw error("nested deeper than " + MAX_DEPTH);
+        }
+    }
+
     private Map<String, Object> object() {
         Map<String, Object> map = new LinkedHashMap<>();
+        deeper();
         pos++;
         skipSpace();
         if (peek('}')) {
             pos++;
+            depth--;
             return map;
         }
         while (true) {
@@ -91,6 +105,7 @@ final class Json {
                 pos++;
             } else {
                 expect('}');
+                depth--;
                 return map;
             }
         }
@@ -98,10 +113,12 @@ final class Json {
 
     private List<Object> array() {
         List<Object> list = new ArrayList<>();
+        deeper();
         pos++;
         skipSpace();
         if (peek(']')) {
             pos++;
+            depth--;
             return list;
         }
         while (true) {
@@ -112,6 +129,7 @@ final class Json {
                 pos++;
             } else {
                 expect(']');
+                depth--;
                 return list;
             }
         }
@@ -140,7 +158,7 @@ final class Json {
                 case 'b' -> out.append('\b');
                 case 'f' -> out.append('\f');
                 case 'u' -> {
-                    if (pos + 4 > text.length()) {
+                    if (pos + 4 > text.length() || !text.substring(pos, pos + 4).matches("[0-9A-Fa-f]{4}")) {
                         throw error("bad \\u escape");
                     }
                     out.append((char) Integer.parseInt(text.substring(pos, pos + 4), 16));
@@ -170,10 +188,20 @@ final class Json {
             }
         }
         String literal = text.substring(start, pos);
+        if (!literal.matches("-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?")) {
+            throw error("bad number " + Job.shown(literal));
+        }
         try {
-            return integral ? (Object) Long.parseLong(literal) : (Object) Double.parseDouble(literal);
+            if (integral) {
+                return Long.parseLong(literal);
+            }
+            double value = Double.parseDouble(literal);
+            if (Double.isInfinite(value)) {
+                throw error("number " + Job.shown(literal) + " is out of range");
+            }
+            return value;
         } catch (NumberFormatException e) {
-            throw error("bad number " + literal);
+            throw error("integer " + Job.shown(literal) + " does not fit in 64 bits");
         }
     }
 

@@ -1,77 +1,93 @@
 package dev.rbl.client;
 
-import com.sun.net.httpserver.HttpExchange;
-import com.sun.net.httpserver.HttpServer;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.Properties;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.function.BooleanSupplier;
 
 /**
- * rbl's Resilience4j client service: rbl client protocol v1 (DESIGN 5.2) on the JDK's HTTP server.
- * Each POST /run is one virtual user on its own thread. Usage: java -jar rbl-client-resilience4j.jar
- * [--listen HOST:PORT] (default 127.0.0.1:0); prints `listening PORT` once bound.
+ * rbl's Resilience4j client service: rbl client protocol v1 (DESIGN 5.2, rbl/services/protocol.py).
+ * Usage: java -jar rbl-client-resilience4j.jar --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]
+ * (listen default 127.0.0.1:0; --target is the only address jobs may send requests to); prints
+ * `listening PORT` once bound.
  */
 public final class Main {
+    static final int MAX_JOBS = 512;
+    private static final String USAGE =
+            "usage: java -jar rbl-client-resilience4j.jar --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]";
+
     private Main() {
     }
 
     public static void main(String[] args) throws IOException {
         String listen = "127.0.0.1:0";
-        for (int i = 0; i < args.length; i++) {
-            if (args[i].equals("--listen") && i + 1 < args.length) {
-                listen = args[++i];
-            } else {
-                System.err.println("usage: java -jar rbl-client-resilience4j.jar [--listen HOST:PORT]");
-                System.exit(2);
+        String target = null;
+        int maxJobs = MAX_JOBS;
+        try {
+            for (int i = 0; i < args.length; i++) {
+                switch (args[i]) {
+                    case "--listen" -> listen = args[++i];
+                    case "--target" -> target = args[++i];
+                    case "--max-jobs" -> maxJobs = Integer.parseInt(args[++i]);
+                    default -> throw new IllegalArgumentException(args[i]);
+                }
             }
+        } catch (RuntimeException e) {
+            fail(USAGE);
+        }
+        if (target == null || maxJobs < 1) {
+            fail(USAGE);
+        }
+        Job.Address allowed = null;
+        try {
+            allowed = Job.Address.parse(target);
+        } catch (IllegalArgumentException e) {
+            fail("--target must be HOST:PORT, got " + target);
         }
         int colon = listen.lastIndexOf(':');
         String host = colon > 0 ? listen.substring(0, colon) : "127.0.0.1";
         int port = Integer.parseInt(listen.substring(colon + 1));
 
         ClientService service = new ClientService(resilience4jVersion());
-        HttpServer server = HttpServer.create(new InetSocketAddress(host, port), 1024);
-        ExecutorService threads = Executors.newCachedThreadPool(runnable -> {
-            Thread thread = new Thread(runnable, "rbl-vu");
-            thread.setDaemon(true);
-            return thread;
-        });
-        server.setExecutor(threads);
-        server.createContext("/health", exchange -> {
-            drain(exchange);
-            reply(exchange, exchange.getRequestMethod().equals("GET") ? 200 : 405,
-                    exchange.getRequestMethod().equals("GET") ? service.health() : "{\"error\":\"use GET\"}");
-        });
-        server.createContext("/run", exchange -> {
-            String body = new String(drain(exchange), StandardCharsets.UTF_8);
-            if (!exchange.getRequestMethod().equals("POST")) {
-                reply(exchange, 405, "{\"error\":\"use POST\"}");
-                return;
+        Job.Address only = allowed;
+        HttpFront front = new HttpFront(new InetSocketAddress(host, port), maxJobs, new HttpFront.Routes() {
+            @Override
+            public String health() {
+                return service.health();
             }
-            try {
-                reply(exchange, 200, service.run(Job.parse(Json.parse(body))));
-            } catch (JobError e) {
-                reply(exchange, 400, "{\"error\":" + Json.quote(e.getMessage()) + "}");
-            } catch (RuntimeException e) {
-                reply(exchange, 500, "{\"error\":" + Json.quote(e.toString()) + "}");
+
+            @Override
+            public HttpFront.Reply run(byte[] body, BooleanSupplier callerGone) {
+                Job job = Job.parse(Json.parse(utf8(body)), only);
+                return new HttpFront.Reply(200, service.run(job, callerGone));
             }
         });
-        server.createContext("/", exchange -> {
-            drain(exchange);
-            reply(exchange, 404, "{\"error\":" + Json.quote("no route " + exchange.getRequestURI().getPath()) + "}");
-        });
-        server.start();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> server.stop(0)));
+        front.start();
+        Runtime.getRuntime().addShutdownHook(new Thread(front::stop));
         String self = host.equals("0.0.0.0") ? "127.0.0.1" : host;
-        Target.warmUp(URI.create("http://" + self + ":" + server.getAddress().getPort() + "/health"));
-        System.out.println("listening " + server.getAddress().getPort());
+        Target.warmUp(URI.create("http://" + self + ":" + front.port() + "/health"));
+        System.out.println("listening " + front.port());
         System.out.flush();
+    }
+
+    private static void fail(String message) {
+        System.err.println(message);
+        System.exit(2);
+    }
+
+    static String utf8(byte[] body) {
+        try {
+            return StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(body)).toString();
+        } catch (CharacterCodingException e) {
+            throw new JobError("the body is not UTF-8: " + e);
+        }
     }
 
     static String resilience4jVersion() {
@@ -82,20 +98,5 @@ public final class Main {
             return "unknown";
         }
         return properties.getProperty("resilience4j.version", "unknown");
-    }
-
-    private static byte[] drain(HttpExchange exchange) throws IOException {
-        try (InputStream in = exchange.getRequestBody()) {
-            return in.readAllBytes();
-        }
-    }
-
-    private static void reply(HttpExchange exchange, int status, String json) throws IOException {
-        byte[] data = json.getBytes(StandardCharsets.UTF_8);
-        exchange.getResponseHeaders().set("content-type", "application/json");
-        exchange.sendResponseHeaders(status, data.length);
-        try (OutputStream out = exchange.getResponseBody()) {
-            out.write(data);
-        }
     }
 }

@@ -11,6 +11,10 @@ import java.util.Set;
  * not map can never be ignored silently.
  */
 final class Params {
+    /** The largest duration (ms) or factor a parameter may have: far beyond any useful value, but
+     *  small enough for Instant arithmetic in the breaker; max_duration_ms bounds the job. */
+    static final double MAX_PARAMETER = 1e12;
+
     private final String pattern;
     private final Map<String, Object> values;
     private final Set<String> read = new HashSet<>();
@@ -26,13 +30,34 @@ final class Params {
             return fallback;
         }
         if (!(value instanceof Long number)) {
-            throw new JobError(pattern + " `" + name + "` must be an integer, got " + value);
+            throw new JobError(pattern + " `" + name + "` must be an integer, got " + Job.shown(value));
+        }
+        if (number < 0) {
+            throw new JobError(pattern + " `" + name + "` must not be negative, got " + number);
         }
         return number;
     }
 
+    /** A count that Resilience4j takes as an int. */
+    int count(String name, int fallback) {
+        long value = integer(name, fallback);
+        if (value > Integer.MAX_VALUE) {
+            throw new JobError(pattern + " `" + name + "` must be at most " + Integer.MAX_VALUE + ", got " + value);
+        }
+        return (int) value;
+    }
+
+    /** A duration in milliseconds, at most MAX_PARAMETER. */
+    long millis(String name, long fallback) {
+        long value = integer(name, fallback);
+        if (value > MAX_PARAMETER) {
+            throw new JobError(pattern + " `" + name + "` must be at most " + (long) MAX_PARAMETER + " ms, got " + value);
+        }
+        return value;
+    }
+
     Long optionalInteger(String name) {
-        return values.get(name) == null ? null : integer(name, 0);
+        return values.get(name) == null ? null : millis(name, 0);
     }
 
     double number(String name, double fallback) {
@@ -41,9 +66,13 @@ final class Params {
             return fallback;
         }
         if (!(value instanceof Number number)) {
-            throw new JobError(pattern + " `" + name + "` must be a number, got " + value);
+            throw new JobError(pattern + " `" + name + "` must be a number, got " + Job.shown(value));
         }
-        return number.doubleValue();
+        double result = number.doubleValue();
+        if (!(result >= 0 && result <= MAX_PARAMETER)) {
+            throw new JobError(pattern + " `" + name + "` must be between 0 and " + MAX_PARAMETER + ", got " + result);
+        }
+        return result;
     }
 
     boolean bool(String name, boolean fallback) {
@@ -52,7 +81,7 @@ final class Params {
             return fallback;
         }
         if (!(value instanceof Boolean flag)) {
-            throw new JobError(pattern + " `" + name + "` must be true or false, got " + value);
+            throw new JobError(pattern + " `" + name + "` must be true or false, got " + Job.shown(value));
         }
         return flag;
     }
@@ -63,7 +92,8 @@ final class Params {
             return fallback;
         }
         if (!(value instanceof String text) || !allowed.contains(text)) {
-            throw new JobError(pattern + " `" + name + "` must be one of " + String.join(", ", allowed) + ", got " + value);
+            throw new JobError(pattern + " `" + name + "` must be one of " + String.join(", ", allowed) + ", got "
+                    + Job.shown(value));
         }
         return text;
     }

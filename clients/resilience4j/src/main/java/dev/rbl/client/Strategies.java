@@ -34,23 +34,28 @@ final class Strategies {
 
     static Decorator build(String pattern, Map<String, Object> values) {
         Params params = new Params(pattern, values);
-        Decorator decorator = switch (pattern) {
-            case "baseline" -> inner -> inner;
-            case "retry" -> retry(params);
-            case "circuit_breaker" -> circuitBreaker(params);
-            default -> throw new JobError("resilience4j has no pattern `" + pattern + "`; it has "
-                    + String.join(", ", PATTERNS));
-        };
+        Decorator decorator;
+        try {
+            decorator = switch (pattern) {
+                case "baseline" -> inner -> inner;
+                case "retry" -> retry(params);
+                case "circuit_breaker" -> circuitBreaker(params);
+                default -> throw new JobError("resilience4j has no pattern `" + Job.shown(pattern) + "`; it has "
+                        + String.join(", ", PATTERNS));
+            };
+        } catch (IllegalArgumentException e) {          // Resilience4j's own checks of a value
+            throw new JobError(pattern + ": " + e.getMessage());
+        }
         params.requireAllRead();
         return decorator;
     }
 
     static Decorator retry(Params p) {
-        int maxAttempts = (int) p.integer("maxAttempts", 3);
+        int maxAttempts = p.count("maxAttempts", 3);
         String kind = p.choice("intervalFunction", "FIXED",
                 List.of("FIXED", "EXPONENTIAL_BACKOFF", "EXPONENTIAL_EXACT", "RANDOMIZED", "EXPONENTIAL_RANDOM_BACKOFF"));
-        long waitDuration = p.integer("waitDuration", 500);
-        long initialInterval = p.integer("initialIntervalMillis", 500);
+        long waitDuration = p.millis("waitDuration", 500);
+        long initialInterval = p.millis("initialIntervalMillis", 500);
         double multiplier = p.number("multiplier", 1.5);
         double randomization = p.number("randomizationFactor", 0.5);
         Long maxInterval = p.optionalInteger("maxIntervalMillis");
@@ -71,13 +76,31 @@ final class Strategies {
         };
         Retry retry = Retry.of("rbl", RetryConfig.custom()
                 .maxAttempts(maxAttempts)
-                .intervalFunction(interval)
+                .intervalFunction(guarded(interval))
+                .ignoreExceptions(CutShort.class)
                 .failAfterMaxAttempts(failAfterMaxAttempts)
                 .build());
         return inner -> () -> retry.executeCheckedSupplier(() -> {
             inner.run();
             return null;
         });
+    }
+
+    /**
+     * Resilience4j sleeps the interval this returns, right after asking for it: so the wait happens
+     * here instead, in the job's guard, which ends it at the job's deadline or when the caller
+     * left, and Resilience4j sleeps 0.
+     */
+    static IntervalFunction guarded(IntervalFunction interval) {
+        return attempt -> {
+            long wait = interval.apply(attempt);
+            JobGuard guard = JobGuard.current();
+            if (guard == null) {
+                return wait;
+            }
+            guard.sleep(wait);
+            return 0L;
+        };
     }
 
     /**
@@ -98,16 +121,17 @@ final class Strategies {
             config = CircuitBreakerConfig.custom()
                     .failureRateThreshold((float) p.number("failureRateThreshold", 50))
                     .slowCallRateThreshold((float) p.number("slowCallRateThreshold", 100))
-                    .slowCallDurationThreshold(Duration.ofMillis(p.integer("slowCallDurationThreshold", 60_000)))
+                    .slowCallDurationThreshold(Duration.ofMillis(p.millis("slowCallDurationThreshold", 60_000)))
                     .slidingWindowType(SlidingWindowType.valueOf(
                             p.choice("slidingWindowType", "COUNT_BASED", List.of("COUNT_BASED", "TIME_BASED"))))
-                    .slidingWindowSize((int) p.integer("slidingWindowSize", 100))
-                    .minimumNumberOfCalls((int) p.integer("minimumNumberOfCalls", 100))
-                    .waitDurationInOpenState(Duration.ofMillis(p.integer("waitDurationInOpenState", 60_000)))
-                    .permittedNumberOfCallsInHalfOpenState((int) p.integer("permittedNumberOfCallsInHalfOpenState", 10))
+                    .slidingWindowSize(p.count("slidingWindowSize", 100))
+                    .minimumNumberOfCalls(p.count("minimumNumberOfCalls", 100))
+                    .waitDurationInOpenState(Duration.ofMillis(p.millis("waitDurationInOpenState", 60_000)))
+                    .permittedNumberOfCallsInHalfOpenState(p.count("permittedNumberOfCallsInHalfOpenState", 10))
                     .automaticTransitionFromOpenToHalfOpenEnabled(
                             p.bool("automaticTransitionFromOpenToHalfOpenEnabled", false))
-                    .maxWaitDurationInHalfOpenState(Duration.ofMillis(p.integer("maxWaitDurationInHalfOpenState", 0)))
+                    .maxWaitDurationInHalfOpenState(Duration.ofMillis(p.millis("maxWaitDurationInHalfOpenState", 0)))
+                    .ignoreExceptions(CutShort.class)
                     .build();
         } catch (IllegalArgumentException e) {
             throw new JobError("circuit_breaker: " + e.getMessage());

@@ -34,19 +34,20 @@ final class Target {
     private final int port;
     private final byte[] request;
     private final long startedNs;
+    private final JobGuard guard;           // null for the warm-up
     private Socket socket;
     private InputStream in;
     private OutputStream out;
     List<long[]> sent = new ArrayList<>();
 
-    Target(URI url, long startedNs) {
-        this.host = url.getHost();
-        this.port = url.getPort() == -1 ? 80 : url.getPort();
-        String path = (url.getRawPath() == null || url.getRawPath().isEmpty() ? "/" : url.getRawPath())
-                + (url.getRawQuery() == null ? "" : "?" + url.getRawQuery());
-        this.request = ("GET " + path + " HTTP/1.1\r\nHost: " + host + ":" + port + "\r\nAccept: */*\r\n\r\n")
+    Target(String host, int port, String path, long startedNs, JobGuard guard) {
+        this.host = host;
+        this.port = port;
+        String authority = host.contains(":") ? "[" + host + "]" : host;
+        this.request = ("GET " + path + " HTTP/1.1\r\nHost: " + authority + ":" + port + "\r\nAccept: */*\r\n\r\n")
                 .getBytes(StandardCharsets.ISO_8859_1);
         this.startedNs = startedNs;
+        this.guard = guard;
     }
 
     /**
@@ -54,7 +55,7 @@ final class Target {
      * virtual users do not measure class loading and JIT compilation instead of the target.
      */
     static void warmUp(URI health) {
-        Target target = new Target(health, System.nanoTime());
+        Target target = new Target(health.getHost(), health.getPort(), health.getRawPath(), System.nanoTime(), null);
         for (int i = 0; i < 300; i++) {
             try {
                 target.send();
@@ -66,16 +67,25 @@ final class Target {
     }
 
     void send() throws RequestFailed {
+        int timeout = TIMEOUT_MS;
+        if (guard != null) {
+            guard.beforeRequest();
+            // a request may take no longer than the job has left (plus a little, so it is seen to end)
+            timeout = (int) Math.min(TIMEOUT_MS, guard.remainingMs() + 10);
+        }
         long begin = System.nanoTime();
         int status;
         try {
-            status = exchange();
+            status = exchange(timeout);
         } catch (IOException | RuntimeException e) {
             close();
             status = 0;
         }
         long end = System.nanoTime();
         sent.add(new long[] {(begin - startedNs) / 1000, (end - begin) / 1000, status});
+        if (status == 0 && guard != null && guard.expired()) {
+            throw new CutShort("max_duration");
+        }
         if (status < 200 || status >= 300) {
             throw new RequestFailed(status);
         }
@@ -92,15 +102,15 @@ final class Target {
         }
     }
 
-    private int exchange() throws IOException {
+    private int exchange(int timeout) throws IOException {
         if (socket == null) {
             socket = new Socket();
             socket.setTcpNoDelay(true);
-            socket.connect(new InetSocketAddress(host, port), TIMEOUT_MS);
-            socket.setSoTimeout(TIMEOUT_MS);
+            socket.connect(new InetSocketAddress(host, port), timeout);
             in = new BufferedInputStream(socket.getInputStream(), 16 * 1024);
             out = new BufferedOutputStream(socket.getOutputStream(), 1024);
         }
+        socket.setSoTimeout(timeout);
         out.write(request);
         out.flush();
         String statusLine = line();
