@@ -83,6 +83,10 @@ def _verdict(rows: list[dict]) -> list[str]:
     behaviours = [r["_behaviour"] for r in rows]
     if len(libraries) < 2 or any(b is None for b in behaviours) or rows[0]["pattern"] == "baseline":
         return []
+    random = sorted(r["client"] for r, b in zip(rows, behaviours) if getattr(b, "waits", ()) is None)
+    if random:
+        return [f"    => NOT alike across {', '.join(sorted(libraries))}: {', '.join(random)} "
+                f"wait{'s' if len(random) == 1 else ''} a random time, so no fixed sequence can match"]
     alike = all(equivalent(behaviours[0], b) for b in behaviours[1:])
     return [f"    => {'alike' if alike else 'NOT alike'} across {', '.join(sorted(libraries))}"]
 

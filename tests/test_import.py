@@ -110,9 +110,9 @@ def test_import_does_not_overwrite(cli, tmp_path):
 
 
 @pytest.mark.parametrize("fault,config,expected", [
-    ('{"type": "abort", "percentage": ["a"], "status": 503}', "{}", "`percentage` values must be numbers"),
+    ('{"type": "abort", "percentage": ["a"], "status": 503}', "{}", "`fault.percentage[0]` must be a number"),
     ('{"type": "abort", "percentage": [0], "status": 503}', "[1]", "must be an object of parameters"),
-    ('{"type": "delay", "percentage": [0], "duration": "long"}', "{}", "`duration` must be a whole number"),
+    ('{"type": "delay", "percentage": [0], "duration": "long"}', "{}", "`fault.duration` must be a number"),
 ])
 def test_import_rejects_malformed_values_without_traceback(cli, tmp_path, fault, config, expected):
     path = tmp_path / "odd.json"

@@ -226,6 +226,14 @@ exactly; the notes say what runs instead. The plan records it.
 file is not valid JSON, or lacks a field the original tool requires, or uses a value rbl cannot
 translate. The message names the JSON path.
 """),
+    "W0401": ("the imported spec differs from what the JSON says, or from what the original ran", """
+`rbl import` writes what the original tool's client services did, not what a JSON key seems to
+say: the original Resilience4j client always used `ofExponentialBackoff`, the Polly client always
+waited `exponentialBackoffPow^k * sleepDuration`, a missing key took the client language's value.
+This warning names a JSON value the original client never read, a key the JSON lacks (and what
+ran instead), or a difference rbl cannot reproduce (the original cockatiel client never let its
+policy see a failure). `rbl plan --mapping` shows the attempts and waits each scenario runs.
+"""),
 }
 
 

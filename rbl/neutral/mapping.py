@@ -117,7 +117,7 @@ def _cockatiel(neutral: Neutral, out: _Native) -> None:
                                 f"backoff = CONSTANT, initialDelay = {_ms(backoff.initial_ms)}"))
         out.whole_ms("initialDelay", backoff.initial_ms)
         return
-    out.params["consecutiveFailures"] = neutral.consecutive_failures
+    out.params["exceptionsAllowedBeforeBreaking"] = neutral.consecutive_failures
     out.whole_ms("halfOpenAfter", neutral.open_for_ms)
     out.only_one_probe(neutral, "later callers wait for the probe")
 

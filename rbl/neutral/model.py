@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from .semantics import power, retry_numbers
 
 NS_PER_MS = 1_000_000
 
@@ -27,7 +28,7 @@ class Backoff:
             return 0.0
         if self.kind == "constant":
             return float(self.initial_ms)
-        wait = float(self.initial_ms) * float(self.multiplier) ** (retry - 1)
+        wait = float(self.initial_ms) * power(float(self.multiplier), retry - 1)
         return wait if self.max_ms is None else min(wait, float(self.max_ms))
 
 
@@ -39,7 +40,7 @@ class NeutralRetry:
     pattern = "retry"
 
     def waits(self) -> tuple[float, ...]:
-        return tuple(self.backoff.wait_ms(k) for k in range(1, self.attempts))
+        return tuple(self.backoff.wait_ms(k) for k in retry_numbers(self.attempts))
 
 
 @dataclass(frozen=True)

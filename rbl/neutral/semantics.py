@@ -1,5 +1,5 @@
 """What a library-native configuration does, computed from the library's own formulas
-(../shared/reference/library-semantics.md sections 1, 2, 5, 7 and 9): the number of attempts and
+(docs/library-semantics.md, which names the source lines): the number of attempts and
 the wait before each retry, or when a breaker opens and for how long. Configurations are the
 plan's native dicts (the values the client services receive, in their handoff units)."""
 
@@ -13,6 +13,11 @@ from typing import Callable
 # Waits closer than this count as equal: no library's timer honours less than a millisecond, and a
 # library that waits whole milliseconds realises 67.5 ms as 67 or 68 (library-semantics.md 10).
 WAIT_TOLERANCE_MS = 0.5
+# Waits computed per configuration: `maxAttempts = 10^9` must not make a 10^9-long list. Two
+# configurations are compared on their attempt counts and these first waits.
+COMPUTED_WAITS = 100
+SHOWN_WAITS = 12
+JAVA_LONG_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -23,9 +28,11 @@ class RetryBehaviour:
 
     def describe(self) -> str:
         if self.waits is None:
-            return f"{self.attempts} attempts, random waits ({self.random})"
+            return f"{self.attempts} attempts, random waits ({self.random}): no fixed sequence"
         if not self.waits:
             return f"{self.attempts} attempt, no retry"
+        if self.attempts - 1 > len(self.waits):
+            return f"{self.attempts} attempts, waits {format_waits(self.waits[:SHOWN_WAITS])[:-3]}, ... ms"
         return f"{self.attempts} attempts, waits {format_waits(self.waits)} (total {format_ms(sum(self.waits))})"
 
 
@@ -52,6 +59,19 @@ def format_ms(ms: float) -> str:
     return f"{ms:.3f}".rstrip("0").rstrip(".") + " ms"
 
 
+def retry_numbers(attempts: int) -> range:
+    """k = 1, 2, ... for the retries whose waits are computed."""
+    return range(1, min(attempts, COMPUTED_WAITS + 1))
+
+
+def power(base: float, exponent: int) -> float:
+    """base ** exponent as a double: infinity where the double overflows, as in Java and C#."""
+    try:
+        return math.pow(base, exponent)
+    except OverflowError:
+        return math.inf
+
+
 def format_waits(waits: tuple[float, ...]) -> str:
     return ", ".join(f"{w:.3f}".rstrip("0").rstrip(".") for w in waits) + " ms"
 
@@ -73,25 +93,32 @@ def equivalent(a: Behaviour, b: Behaviour) -> bool:
 
 def resilience4j_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     attempts, kind = c["maxAttempts"], c["intervalFunction"]
-    retries = range(1, attempts)
+    retries = retry_numbers(attempts)
     cap = c.get("maxIntervalMillis")
     if kind == "FIXED":
         return RetryBehaviour(attempts, tuple(float(c["waitDuration"]) for _ in retries))
     if kind == "EXPONENTIAL_EXACT":     # rbl's closed form: k -> round(initial * m^(k-1)), capped
-        waits = [java_round(c["initialIntervalMillis"] * c["multiplier"] ** (k - 1)) for k in retries]
+        waits = [java_round(c["initialIntervalMillis"] * power(c["multiplier"], k - 1)) for k in retries]
         return RetryBehaviour(attempts, tuple(float(w if cap is None else min(w, cap)) for w in waits))
     if kind == "EXPONENTIAL_BACKOFF":   # ofExponentialBackoff: x -> (long)(x * m), step by step
         waits, wait = [], c["initialIntervalMillis"]
         for _ in retries:
             waits.append(float(wait if cap is None else min(wait, cap)))
-            wait = int(wait * c["multiplier"])
+            wait = java_long(wait * c["multiplier"])
         return RetryBehaviour(attempts, tuple(waits))
     return RetryBehaviour(attempts, None, f"{kind}, randomization factor {c['randomizationFactor']}")
 
 
 def java_round(x: float) -> int:
     """Java's Math.round(double): the nearest long, halves rounded up."""
-    return math.floor(x + 0.5)
+    return java_long(math.floor(x + 0.5)) if math.isfinite(x) else java_long(x)
+
+
+def java_long(x: float) -> int:
+    """Java's (long) cast of a double: toward zero, saturating at the long's range."""
+    if math.isnan(x):
+        return 0
+    return max(-JAVA_LONG_MAX - 1, min(JAVA_LONG_MAX, int(x) if math.isfinite(x) else (JAVA_LONG_MAX if x > 0 else -JAVA_LONG_MAX - 1)))
 
 
 def resilience4j_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
@@ -115,15 +142,15 @@ def resilience4j_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -
 
 def polly_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     attempts, sleep = c["retryCount"] + 1, c["sleepDuration"]
-    retries = range(1, attempts)
+    retries = retry_numbers(attempts)
     kind = c["sleepDurationType"]
     if kind == "FIXED":
         return RetryBehaviour(attempts, tuple(float(sleep) for _ in retries))
     if kind == "EXPONENTIAL_EXACT":     # provider k => sleepDuration * pow^(k-1), in double
-        return RetryBehaviour(attempts, tuple(sleep * c["exponentialBackoffPow"] ** (k - 1) for k in retries))
+        return RetryBehaviour(attempts, tuple(sleep * power(c["exponentialBackoffPow"], k - 1) for k in retries))
     # the paper's provider: n => Math.Pow(ExponentialBackoffPow, n) * SleepDuration, pow a C# float
     pow32 = struct.unpack("f", struct.pack("f", c["exponentialBackoffPow"]))[0]
-    return RetryBehaviour(attempts, tuple(math.pow(pow32, k) * sleep for k in retries))
+    return RetryBehaviour(attempts, tuple(power(pow32, k) * sleep for k in retries))
 
 
 def polly_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
@@ -135,13 +162,23 @@ def polly_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> Break
 
 def cockatiel_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     attempts = c["maxAttempts"] + 1       # maxAttempts counts retries
+    retries = retry_numbers(attempts)
     if c["backoff"] == "CONSTANT":
-        return RetryBehaviour(attempts, tuple(float(c["initialDelay"]) for _ in range(1, attempts)))
-    return RetryBehaviour(attempts, None, "ExponentialBackoff's decorrelated jitter")
+        return RetryBehaviour(attempts, tuple(float(c["initialDelay"]) for _ in retries))
+    generator = c.get("generator", "DECORRELATED_JITTER")
+    if generator == "NO_JITTER":          # min(maxDelay, initialDelay * 2^(k-1)); `exponent` is ignored
+        return RetryBehaviour(attempts, tuple(float(min(c["maxDelay"], c["initialDelay"] * power(2, k - 1)))
+                                              for k in retries))
+    if generator == "DECORRELATED_JITTER":
+        return RetryBehaviour(attempts, None, f"ExponentialBackoff's decorrelated jitter, exponent "
+                                              f"{c.get('exponent', 2)}, initialDelay {c['initialDelay']} ms, "
+                                              f"maxDelay {c['maxDelay']} ms")
+    return RetryBehaviour(attempts, None, f"ExponentialBackoff's {generator.lower().replace('_', ' ')} "
+                                          f"under min(maxDelay, initialDelay * 2^(k-1))")
 
 
 def cockatiel_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
-    n = c["consecutiveFailures"]
+    n = c["exceptionsAllowedBeforeBreaking"]       # new ConsecutiveBreaker(n)
     return BreakerBehaviour(f"after {n} consecutive failures", n, float(c["halfOpenAfter"]), 1)
 
 
@@ -149,7 +186,7 @@ def cockatiel_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> B
 
 def tenacity_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     attempts, kind = c["stop_after_attempt"], c["wait"]
-    retries = range(1, attempts)
+    retries = retry_numbers(attempts)
     if kind == "none":
         return RetryBehaviour(attempts, tuple(0.0 for _ in retries))
     if kind == "fixed":
@@ -159,7 +196,7 @@ def tenacity_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehavio
     # wait_exponential: max(max(0, min), min(multiplier * exp_base^(k-1), max)), in seconds
     cap = c.get("max", math.inf)
     return RetryBehaviour(attempts, tuple(
-        max(max(0, c["min"]), min(c["multiplier"] * c["exp_base"] ** (k - 1), cap)) * 1000.0 for k in retries))
+        max(max(0, c["min"]), min(c["multiplier"] * power(c["exp_base"], k - 1), cap)) * 1000.0 for k in retries))
 
 
 def pybreaker_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
