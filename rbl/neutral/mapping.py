@@ -1,4 +1,4 @@
-"""Neutral value -> a library's native parameters, exactly (library-semantics.md sections 8-9).
+"""Neutral value -> a library's native parameters, exactly (docs/library-semantics.md sections 6-7).
 
 Each mapper returns the native parameters plus the gaps: what the library cannot express, each
 with the closest native setting, which is what the mapper used. A configuration with gaps is an

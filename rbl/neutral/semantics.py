@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 # Waits closer than this count as equal: no library's timer honours less than a millisecond, and a
-# library that waits whole milliseconds realises 67.5 ms as 67 or 68 (library-semantics.md 10).
+# library that waits whole milliseconds realises 67.5 ms as 67 or 68 (docs/library-semantics.md section 9).
 WAIT_TOLERANCE_MS = 0.5
 # Waits computed per configuration: `maxAttempts = 10^9` must not make a 10^9-long list. Two
 # configurations are compared on their attempt counts and these first waits.
