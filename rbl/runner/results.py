@@ -15,7 +15,7 @@ import errno
 import json
 import os
 import shutil
-import tempfile
+import secrets
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -80,7 +80,9 @@ class RunDirectory:
         with storage_errors(path, resumable=False):
             path.parent.mkdir(parents=True, exist_ok=True)
             _remove_abandoned_partials(path)
-            partial = Path(tempfile.mkdtemp(prefix=f".{path.name}{PARTIAL}", dir=path.parent))
+            # not mkdtemp: its 0700 would become the run directory's mode; mkdir honours the umask
+            partial = path.parent / f".{path.name}{PARTIAL}{secrets.token_hex(4)}"
+            partial.mkdir()
         lock = None
         try:
             with storage_errors(path, resumable=False):
@@ -157,7 +159,7 @@ class RunDirectory:
             if problem is not None:
                 torn = number == len(lines) and problem == "not JSON"     # no newline: cut short by a crash
                 bad.append(f"results.jsonl line {number}: {'torn (a crash cut it short)' if torn else problem}; "
-                           f"dropped, its round is redone")
+                           f"dropped, and the round it belonged to is redone")
                 continue
             rounds[(row["scenarioId"], row["round"])].append(row)
         complete, kept, incomplete = set(), [], []
