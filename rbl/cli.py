@@ -245,7 +245,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     from rich.console import Console
 
     from .runner.local import LocalOptions, resolve_proxy
-    from .runner.run import default_run_dir, load_plan_file, resume_run, start_run
+    from .runner.plan_file import check_header, load_plan_file
+    from .runner.run import default_run_dir, resume_run, start_run
 
     resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=_client_jars(client_jar))
@@ -276,6 +277,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     else:
         space = _compile(spec).space
         header, lines = plan_header(space), iter_scenario_lines(space)
+        check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
     out = output or default_run_dir(header["name"])
     raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, options, console, round_timeout),
                                    report))

@@ -8,7 +8,6 @@ for the whole run; a full disk stops the run with exit 5 and a manifest that say
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import random
@@ -29,6 +28,7 @@ from .client_builds import BUILT_CLIENTS, client_jar
 from .durable import is_storage_error, storage_error
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .local import LocalBackend, LocalOptions
+from .plan_file import check_header
 from .progress import RunProgress
 from .requirements import check_requirements
 from .results import RunDirectory
@@ -41,29 +41,6 @@ def default_run_dir(name) -> Path:
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name if isinstance(name, str) else "")
     safe = safe.strip(".-")[:64].strip(".-") or "run"
     return Path("runs") / f"{safe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-
-
-def load_plan_file(path: Path) -> tuple[dict, Iterable[str]]:
-    """A compiled plan (plan.json, or the directory `rbl compile -o` wrote) as header + scenario lines."""
-    if path.is_dir():
-        path = path / "plan.json"
-    try:
-        header = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise UsageError(f"cannot read the plan {path}: {error}")
-    if not isinstance(header, dict) or header.get("rbl_plan") != 1:
-        raise UsageError(f"{path} is not an rbl plan (version 1)", hint="make one with `rbl compile SPEC -o DIR`")
-    if "scenarios" in header:
-        scenarios = header.pop("scenarios")
-        return header, (json.dumps(s, separators=(",", ":"), ensure_ascii=False) for s in scenarios)
-    name = header.get("scenarios_file", "")
-    if not name.endswith(".jsonl"):
-        raise UsageError(f"{path} keeps its scenarios in {name or 'no file'}; `rbl run` reads JSON or JSON Lines plans",
-                         hint="compile with --format json or --format jsonl")
-    lines = (path.parent / name)
-    if not lines.is_file():
-        raise UsageError(f"the plan's scenario file {lines} is missing")
-    return header, (line.rstrip("\n") for line in lines.open(encoding="utf-8") if line.strip())
 
 
 def check_environment(header: dict, options: LocalOptions, console: Console) -> None:
@@ -107,6 +84,7 @@ def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: 
     run = RunDirectory.resume(out)
     try:
         header = run.plan_header()
+        check_header(header, run.path / "plan.json")     # a run directory's plan is input too
         if spec_sha256 and header["source"]["sha256"] != spec_sha256:
             raise UsageError(f"the spec changed since {out} was started",
                              hint="resume without the spec argument, or start a new run")
