@@ -13,7 +13,7 @@ import struct
 from math import prod
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from rbl.compiler.expand import iter_scenarios
@@ -22,10 +22,11 @@ from rbl.compiler.render import render_all
 from rbl.importer import ImportFailed, import_resiliencebench
 from rbl.neutral.semantics import BreakerBehaviour, RetryBehaviour, behaviour_of
 
-from .conftest import REFERENCE_JSON
+from .conftest import EXAMPLES, REFERENCE_JSON
 from .original_tool import build_scenarios
 
-REFERENCE_FILES = sorted(p.name for p in REFERENCE_JSON.glob("*.json"))
+# the original tool's published data files, and the README's example
+REFERENCE_FILES = sorted(REFERENCE_JSON.glob("*.json")) + sorted((EXAMPLES / "resiliencebench").glob("*.json"))
 
 
 # ---- the original clients' behaviour, restated from their source (resilience-bench@f7800cb) -----
@@ -114,9 +115,9 @@ def _delay(conf: dict):
     return conf["fault"].get("duration") if conf["fault"].get("type") == "delay" else None
 
 
-@pytest.mark.parametrize("name", REFERENCE_FILES)
-def test_every_scenario_of_a_reference_file_runs_the_original_behaviour(name):
-    conf = json.loads((REFERENCE_JSON / name).read_text())
+@pytest.mark.parametrize("path", REFERENCE_FILES, ids=lambda p: p.name)
+def test_every_scenario_of_a_reference_file_runs_the_original_behaviour(path):
+    conf = json.loads(path.read_text())
     checked, total = fidelity(conf)
     assert checked == total > 0
 
@@ -174,6 +175,16 @@ FIXTURES = {
 def test_every_scenario_of_a_fixture_runs_the_original_behaviour(name):
     checked, total = fidelity(FIXTURES[name])
     assert checked == total > 0
+
+
+def test_the_readme_example_waits_as_the_readme_says(cli):
+    code, spec, err = cli("import", EXAMPLES / "resiliencebench" / "retry-resilience4j.json")
+    assert code == 0 and "intervalFunction = EXPONENTIAL_BACKOFF  // the original client" in spec, err
+    space = compile_source(spec, "retry.rbl").space
+    from rbl.mappingview import mapping_text
+    text = mapping_text(space)
+    assert "4 attempts, waits 20, 30, 45 ms (total 95 ms)" in text
+    assert "4 attempts, waits 40, 60, 90 ms (total 190 ms)" in text
 
 
 def test_the_papers_retry_pair_waits_as_the_originals_did():
@@ -313,7 +324,9 @@ def test_hostile_json_is_a_located_error_or_the_same_experiment(changes):
         assert diagnostic.code == "E0401" and diagnostic.primary is not None
         assert 1 <= diagnostic.primary.span.line <= text.count("\n") + 1
         render_all([diagnostic])
+        event("a located error")
         return
+    event("the same experiment")
     result = compile_source(imported.text, "hostile.rbl")
     assert result.ok, render_all(result.diagnostics)
     assert result.space.size == imported.size == _original_size(conf)
