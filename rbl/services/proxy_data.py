@@ -1,188 +1,363 @@
-"""The fault proxy's data path: HTTP/1.1 relaying on asyncio Protocols.
+"""The fault proxy's data path: streaming HTTP/1.1 relaying on asyncio Protocols."""
 
-Written on Protocols rather than streams because the proxy must not be the bottleneck of a
-benchmark: bytes go from one transport to the other without a coroutine per read. One request at
-a time per client connection (no pipelining): while a request is in flight, later bytes wait in
-the buffer. Connection is hop-by-hop, as in Envoy: an upstream that closes after each response
-does not force the client to reconnect, and the upstream connection is reused when it allows.
-"""
+# Written on Protocols rather than streams because the proxy must not be the bottleneck of a
+# benchmark: bytes go from one transport to the other without a coroutine per read. One request
+# at a time per client connection (no pipelining): while a request is in flight, later bytes wait
+# in a bounded buffer. Bodies stream in both directions with flow control (a transport whose write
+# buffer is full pauses reading on the other side), so memory does not grow with body size.
+# Connection is hop-by-hop, as in Envoy: the upstream connection is reused when it allows.
 
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 
-MAX_HEAD_BYTES = 64 * 1024
-HEAD_END = b"\r\n\r\n"
-
-
-class FramingError(ValueError):
-    """Bytes that are not a well-formed HTTP/1.1 message."""
+from .http_framing import (HEAD_END, MAX_HEAD_BYTES, MAX_LINE_BYTES, CloseBody, FramingError,
+                           local_reply, parse_request_head, parse_response_head, with_connection_header)
 
 
-def header(lowered_head: bytes, name: bytes) -> bytes | None:
-    """One header's value from a lower-cased head (a find in C, not a dict per message: this is
-    the hot path). `name` is lower-case and without the colon."""
-    start = lowered_head.find(b"\r\n" + name + b":")
-    if start < 0:
-        return None
-    start += len(name) + 3
-    end = lowered_head.find(b"\r\n", start)
-    return lowered_head[start:end if end >= 0 else len(lowered_head)].strip()
+LINGER_SECONDS = 2.0
 
 
-def chunked_length(buffer: bytes | bytearray, start: int) -> int | None:
-    """Bytes a chunked body starting at `start` occupies (trailers included), None if incomplete."""
-    position = start
-    while True:
-        line_end = buffer.find(b"\r\n", position)
-        if line_end < 0:
-            return None
-        try:
-            size = int(bytes(buffer[position:line_end]).split(b";")[0].strip(), 16)
-        except ValueError as error:
-            raise FramingError("a bad chunk size") from error
-        position = line_end + 2
-        if size == 0:
-            end = buffer.find(HEAD_END, position - 2)    # trailers end with an empty line
-            return None if end < 0 else end + 4 - start
-        position += size + 2
-        if position > len(buffer):
-            return None
+class Limits(NamedTuple):
+    read_timeout: float = 10.0       # a started request must keep arriving (408 otherwise)
+    idle_timeout: float = 3600.0     # a keep-alive connection with nothing to do (Envoy's default)
+    max_connections: int = 1024      # beyond it: close the longest idle connection, else 503
 
 
-def body_length(lowered_head: bytes, buffer, start: int) -> int | None:
-    """A request body's length (0 without framing headers), None while incomplete."""
-    encoding = header(lowered_head, b"transfer-encoding")
-    if encoding is not None and b"chunked" in encoding:
-        return chunked_length(buffer, start)
-    length = header(lowered_head, b"content-length")
-    try:
-        return int(length) if length else 0
-    except ValueError as error:
-        raise FramingError("a bad content-length") from error
+class _Discard:
+    """Where the rest of a request body goes once its response is decided without the upstream."""
+
+    @staticmethod
+    def write(data) -> None:
+        pass
 
 
-def local_reply(status: int, body: bytes, keep_alive: bool) -> bytes:
-    reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 502: "Bad Gateway",
-              503: "Service Unavailable"}.get(status, "Fault Injected")
-    connection = "keep-alive" if keep_alive else "close"
-    return (f"HTTP/1.1 {status} {reason}\r\ncontent-length: {len(body)}\r\n"
-            f"content-type: text/plain\r\nconnection: {connection}\r\n\r\n").encode() + body
+DISCARD = _Discard()
 
 
-def with_connection_header(head: bytes, has_connection: bool, keep_alive: bool) -> bytes:
-    """A response head (without its blank line) with the downstream's own Connection header."""
-    if not has_connection and keep_alive:
-        return head + HEAD_END                   # HTTP/1.1 keeps the connection by default
-    lines = [line for line in head.split(b"\r\n") if not line[:11].lower() == b"connection:"]
-    lines.append(b"connection: keep-alive" if keep_alive else b"connection: close")
-    return b"\r\n".join(lines) + HEAD_END
+class Connections:
+    """Every open client connection: the cap, idle eviction and the timeout sweep."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.open: set[Downstream] = set()
+        self.idle: dict[Downstream, None] = {}       # insertion order: longest idle first
+
+    def admit(self, connection: "Downstream") -> bool:
+        if len(self.open) >= self.limits.max_connections:
+            if not self.idle:
+                return False
+            next(iter(self.idle)).close()            # an idle keep-alive loses nothing by closing
+        self.open.add(connection)
+        return True
+
+    def remove(self, connection: "Downstream") -> None:
+        self.open.discard(connection)
+        self.idle.pop(connection, None)
+
+    async def sweep_forever(self) -> None:
+        """Time out stalled connections; one pass a tick instead of a timer per request (hot path)."""
+        loop = asyncio.get_running_loop()
+        tick = min(1.0, self.limits.read_timeout / 4)
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            for connection in [c for c in self.open if c.deadline is not None and c.deadline <= now]:
+                connection.timed_out()
 
 
 class Downstream(asyncio.Protocol):
     """One client connection. `state` decides faults and counts (see fault_proxy.FaultState)."""
 
-    def __init__(self, state, upstream_address: tuple[str, int]):
+    def __init__(self, state, upstream_address: tuple[str, int], connections: Connections):
         self.state = state
         self.upstream_address = upstream_address
-        self.buffer = bytearray()
-        self.busy = False
-        self.eof = False
-        self.keep_alive = True
+        self.connections = connections
+        self.limits = connections.limits
+        self.loop = asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.upstream: Upstream | None = None
+        self.buffer = bytearray()        # a head being read, or bytes held while they cannot flow
+        self.in_request = False          # from a complete head until both body and response are done
+        self.body = None                 # the request body still to read (http_framing.Body)
+        self.sink = None                 # where its bytes go: the upstream transport, DISCARD, or held
+        self.responding = False
+        self.replied = False             # a response head went out for this request
+        self.keep_alive = True
+        self.head_only = False
+        self.eof = False
+        self.write_paused = False
+        self.pauses: set[str] = set()    # why reading is paused (several reasons may overlap)
+        self.deadline: float | None = None
+        self.connecting: asyncio.Task | None = None
+        self.lingering = False
 
+    # -- connection events ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if not self.connections.admit(self):
+            self._reject(FramingError("too many connections", 503))
+            return
+        self._become_idle()
 
     def data_received(self, data: bytes) -> None:
+        if self.lingering:
+            return                                   # a final reply went out: drop what follows
+        if self.sink is not None and self.body is not None and not self.buffer:
+            self._pass_body(data)                    # a body streaming through: the fast path
+            return
         self.buffer += data
-        if not self.busy:
-            self._next()
+        if not self.in_request:
+            self._read_head()
+        elif len(self.buffer) > MAX_HEAD_BYTES:
+            self._pause("held")                      # pipelined bytes wait until the exchange is over
 
     def eof_received(self) -> bool:
         self.eof = True
-        if not self.busy:
+        if self.lingering:
             self.transport.close()
+        elif not self.in_request:
+            self._read_head()                        # complete pipelined requests still get answers
+        elif self.sink is not None:
+            self._check_truncated()
         return True                                  # answer the request in flight first
 
     def connection_lost(self, exc) -> None:
+        self.connections.remove(self)
+        self.deadline = None
         if self.upstream is not None:
             self.upstream.close()
             self.upstream = None
 
-    def _next(self) -> None:
-        """Take the next complete request from the buffer and start it."""
-        if self.transport.is_closing():
+    def pause_writing(self) -> None:
+        """The client does not read: stop reading its requests and the upstream's response."""
+        self.write_paused = True
+        self._pause("writing")
+        if self.upstream is not None and not self.upstream.transport.is_closing():
+            self.upstream.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self._resume("writing")
+        if self.upstream is not None and not self.upstream.transport.is_closing():
+            self.upstream.transport.resume_reading()
+
+    def close(self) -> None:
+        self.connections.remove(self)
+        self.deadline = None
+        self.transport.close()
+
+    def _gone(self) -> bool:
+        return self.lingering or self.transport.is_closing()
+
+    def timed_out(self) -> None:
+        """The client stalled (or idled too long): 408 if it is owed an answer, then close."""
+        if self.pauses:
+            return                                   # waiting on us, not on the client
+        if (self.in_request or self.buffer) and not self.replied:
+            self._reject(FramingError("request timeout", 408))
+        else:
+            self.close()
+
+    # -- reading a request ---------------------------------------------------------------------
+    def _pause(self, why: str) -> None:
+        if not self.pauses and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self.pauses.add(why)
+
+    def _resume(self, why: str) -> None:
+        if why in self.pauses:
+            self.pauses.discard(why)
+            if not self.pauses and not self.transport.is_closing():
+                self.transport.resume_reading()
+                if self.body is not None:
+                    self.deadline = self.loop.time() + self.limits.read_timeout
+
+    def _become_idle(self) -> None:
+        self.connections.idle[self] = None
+        self.deadline = self.loop.time() + self.limits.idle_timeout
+
+    def _read_head(self) -> None:
+        """Take the next request head from the buffer and start its exchange."""
+        if self.in_request or self._gone():
             return
-        head_end = self.buffer.find(HEAD_END)
-        if head_end < 0:
-            if len(self.buffer) > MAX_HEAD_BYTES:
-                self._reject(b"request head too large")
-            elif self.eof:
-                self.transport.close()
+        buffer = self.buffer
+        while buffer[:2] == b"\r\n":
+            del buffer[:2]                           # RFC 9112 2.2: ignore empty lines before a request
+        end = buffer.find(HEAD_END)
+        if end < 0:
+            self._partial_head()
             return
-        lowered = bytes(self.buffer[:head_end]).lower()
+        if end > MAX_HEAD_BYTES:
+            self._reject(FramingError("request head too large", 431))
+            return
+        if buffer.find(b"\r\n", 0, MAX_LINE_BYTES + 2) < 0:
+            self._reject(FramingError("request line too long", 414))
+            return
         try:
-            length = body_length(lowered, self.buffer, head_end + 4)
+            request = parse_request_head(bytes(buffer[:end]))
         except FramingError as error:
-            self._reject(str(error).encode())
+            self._reject(error)
             return
-        if length is None:
-            return                                   # the body is still arriving
-        total = head_end + 4 + length
-        if len(self.buffer) < total:
-            return
-        message = bytes(self.buffer[:total])
-        del self.buffer[:total]
-        self.busy = True
-        self.keep_alive = header(lowered, b"connection") != b"close"
-        self.head_only = lowered.startswith(b"head ")
+        head = bytes(buffer[:end + 4])
+        del buffer[:end + 4]
+        self.connections.idle.pop(self, None)
+        self.in_request, self.responding, self.replied = True, True, False
+        self.body, self.sink, self.deadline = request.body, None, None
+        self.keep_alive = request.keep_alive
+        self.head_only = request.method == b"HEAD"
         self.state.counters["downstream_rq_total"] += 1
         delay, abort = self.state.decide()
         if delay:
-            asyncio.get_running_loop().call_later(delay, self._after_delay, message, abort)
+            self._pause("waiting")
+            self.loop.call_later(delay, self._dispatch, head, abort)
         else:
-            self._after_delay(message, abort)
+            self._dispatch(head, abort)
 
-    def _reject(self, why: bytes) -> None:
-        self.transport.write(local_reply(400, why, False))
-        self.transport.close()
+    def _partial_head(self) -> None:
+        """An incomplete head: reject it early when it can only end badly."""
+        buffer = self.buffer
+        if not buffer:
+            if self.eof:
+                self.close()
+            elif self not in self.connections.idle:
+                self._become_idle()
+            return
+        if self.deadline is None or self in self.connections.idle:
+            self.connections.idle.pop(self, None)
+            self.deadline = self.loop.time() + self.limits.read_timeout     # whole head, not per byte
+        line_end = buffer.find(b"\r\n")
+        if line_end > MAX_LINE_BYTES or line_end < 0 and len(buffer) > MAX_LINE_BYTES:
+            self._reject(FramingError("request line too long", 414))
+        elif len(buffer) > MAX_HEAD_BYTES:
+            self._reject(FramingError("request head too large", 431))
+        elif buffer.count(b"\n") != buffer.count(b"\r\n"):
+            self._reject(FramingError("a bare LF in the request head"))
+        elif self.eof:
+            self._reject(FramingError("a truncated request head"))
 
-    def _after_delay(self, message: bytes, abort: int | None) -> None:
-        if self.transport.is_closing():
+    def _reject(self, error: FramingError) -> None:
+        """A request the proxy will not relay: its status, then close (the framing is lost).
+
+        The close lingers (RFC 9112 9.6): the write side shuts first and what the client still
+        sends is read and dropped for a while, since closing with unread input sends a reset
+        that can destroy the reply before the client reads it."""
+        self.transport.write(local_reply(error.status, str(error).encode() + b"\n", False))
+        if self.upstream is not None:
+            self.upstream.abandon()                  # it may hold half a request
+        self.connections.remove(self)
+        self.lingering, self.deadline = True, None
+        self.buffer.clear()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        if self.pauses:
+            self.pauses.clear()
+            self.transport.resume_reading()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
+
+    # -- the exchange --------------------------------------------------------------------------
+    def _dispatch(self, head: bytes, abort: int | None) -> None:
+        """After any injected delay: abort locally, or forward to the upstream."""
+        if self._gone():
             return
         if abort is not None:
             self.transport.write(local_reply(abort, b"fault filter abort", self.keep_alive))
-            self.finished(self.keep_alive)
+            self.replied, self.responding = True, False
+            self._release_held(DISCARD)
         elif self.upstream is not None:
-            self.upstream.send(message, self.head_only)
+            self._forward(self.upstream, head)
         else:
-            asyncio.get_running_loop().create_task(self._connect_and_send(message))
+            self._pause("waiting")
+            self.connecting = self.loop.create_task(self._connect_and_send(head))   # keep a reference
 
-    async def _connect_and_send(self, message: bytes) -> None:
+    async def _connect_and_send(self, head: bytes) -> None:
         try:
-            _, upstream = await asyncio.get_running_loop().create_connection(
-                lambda: Upstream(self), *self.upstream_address)
+            _, upstream = await self.loop.create_connection(lambda: Upstream(self), *self.upstream_address)
         except OSError:
             self.state.counters["upstream_rq_failed"] += 1
-            if not self.transport.is_closing():
-                self.transport.write(local_reply(502, b"upstream connect error", False))
-                self.transport.close()
+            self.upstream_failed(b"upstream connect error")
             return
-        if self.transport.is_closing():
+        if self._gone():
             upstream.close()
             return
         self.upstream = upstream
-        upstream.send(message, self.head_only)
+        self._forward(upstream, head)
 
-    def finished(self, keep_alive: bool) -> None:
-        """The response went out; close or go on with whatever the client sent meanwhile."""
-        self.busy = False
-        if not keep_alive or self.eof and not self.buffer:
-            self.transport.close()
+    def _forward(self, upstream: "Upstream", head: bytes) -> None:
+        upstream.send(head, self.head_only)
+        self._release_held(upstream.transport)
+
+    def _release_held(self, sink) -> None:
+        """The body may flow now: pass what arrived meanwhile, then read on."""
+        self.sink = sink
+        if self.body is not None and self.buffer:
+            held = bytes(self.buffer)
+            self.buffer.clear()
+            self._pass_body(held)
+        self._resume("waiting")
+        if self.body is None:
+            self._exchange_over()
+        elif self.eof:
+            self._check_truncated()
+
+    def _pass_body(self, data: bytes) -> None:
+        try:
+            end = self.body.consume(data, 0)
+        except FramingError as error:
+            self._bad_body(error)
             return
-        self._next()
+        if end:
+            self.sink.write(data if end == len(data) else data[:end])
+        if not self.body.done:
+            self.deadline = self.loop.time() + self.limits.read_timeout
+            return
+        self.body, self.deadline = None, None
+        if end < len(data):
+            self.buffer += data[end:]                # the next request, pipelined
+        self._exchange_over()
+
+    def _check_truncated(self) -> None:
+        if self.body is not None and not self._gone():
+            self._bad_body(FramingError("a truncated request body"))
+
+    def _bad_body(self, error: FramingError) -> None:
+        """The request body broke its framing: the upstream holds half a request, so drop both."""
+        if self.upstream is not None:
+            self.upstream.abandon()
+        if self.replied:
+            self.close()
+        else:
+            self._reject(error)
+
+    def _exchange_over(self) -> None:
+        """Both the request body and the response are done: go on with the connection."""
+        if self.responding or self.body is not None or not self.in_request:
+            return
+        self.in_request, self.sink = False, None
+        if not self.keep_alive or self.eof and not self.buffer:
+            self.close()
+            return
+        self._resume("held")
+        if self.buffer:
+            self.loop.call_soon(self._read_head)     # not recursive: pipelined aborts could be many
+        else:
+            self._become_idle()
+
+    # -- called by the upstream side -----------------------------------------------------------
+    def response_over(self, upstream: "Upstream") -> None:
+        self.responding = False
+        if self.body is not None:                    # answered before the whole body came: drop the rest
+            upstream.abandon()
+            self.sink = DISCARD
+        self._exchange_over()
+
+    def upstream_failed(self, why: bytes) -> None:
+        """A 502 if the client has not seen a response head yet; the connection closes either way."""
+        if not self._gone():
+            if not self.replied:
+                self.transport.write(local_reply(502, why, False))
+            self.close()
 
     def upstream_gone(self, upstream: "Upstream") -> None:
         if self.upstream is upstream:
@@ -198,81 +373,90 @@ class Upstream(asyncio.Protocol):
         self.buffer = bytearray()
         self.in_flight = False
         self.head_sent = False
-        self.remaining = 0                 # body bytes still to relay (content-length framing)
-        self.mode = "length"               # length | chunked | close
+        self.body = None
         self.reusable = True
         self.head_only = False
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        if self.downstream.write_paused:
+            transport.pause_reading()
 
-    def send(self, message: bytes, head_only: bool) -> None:
+    def send(self, head: bytes, head_only: bool) -> None:
         self.buffer.clear()
-        self.in_flight, self.head_sent, self.head_only = True, False, head_only
-        self.transport.write(message)
+        self.in_flight, self.head_sent, self.head_only, self.body = True, False, head_only, None
+        self.transport.write(head)
 
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
 
+    def abandon(self) -> None:
+        """This connection carries half a request: never reuse it."""
+        self.in_flight = False
+        self.downstream.upstream_gone(self)
+        self.close()
+
+    def pause_writing(self) -> None:
+        self.downstream._pause("upstream")            # the target reads the body slower than it comes
+
+    def resume_writing(self) -> None:
+        self.downstream._resume("upstream")
+
     def data_received(self, data: bytes) -> None:
         if not self.in_flight:
-            return                                   # nothing asked: ignore stray bytes
-        if not self.head_sent:
-            self.buffer += data
-            head_end = self.buffer.find(HEAD_END)
-            if head_end < 0:
-                return
-            try:
-                self._start_response(head_end)
-            except FramingError:
-                self._fail(b"upstream sent a malformed response")
-                return
-            data, self.buffer = bytes(self.buffer[head_end + 4:]), bytearray()
-        self._body(data)
-
-    def _start_response(self, head_end: int) -> None:
-        head = bytes(self.buffer[:head_end])
-        lowered = head.lower()
+            self.abandon()                           # bytes nobody asked for: do not trust the connection
+            return
+        if self.head_sent:
+            self._relay(data, b"")
+            return
+        self.buffer += data
         try:
-            status = int(head.split(b" ", 2)[1])
-            connection = header(lowered, b"connection")
-            encoding = header(lowered, b"transfer-encoding")
-            length = header(lowered, b"content-length")
-            length = int(length) if length is not None else None
-        except (IndexError, ValueError):
-            raise FramingError("a malformed response head from the upstream")
-        self.reusable = connection != b"close"
-        keep_alive = self.downstream.keep_alive
-        if self.head_only or status in (204, 304) or 100 <= status < 200:
-            self.mode, self.remaining = "length", 0
-        elif encoding is not None and b"chunked" in encoding:
-            self.mode = "chunked"
-        elif length is not None:
-            self.mode, self.remaining = "length", length
-        else:
-            self.mode, keep_alive, self.reusable = "close", False, False
-            self.downstream.keep_alive = False
-        self.downstream.transport.write(with_connection_header(head, connection is not None, keep_alive))
-        self.head_sent = True
+            self._read_head()
+        except FramingError as error:
+            self._fail(str(error).encode())
 
-    def _body(self, data: bytes) -> None:
-        out = self.downstream.transport
-        if self.mode == "close":
-            out.write(data)
+    def _read_head(self) -> None:
+        while True:
+            end = self.buffer.find(HEAD_END)
+            if end < 0 and len(self.buffer) <= MAX_HEAD_BYTES:
+                return
+            if end < 0 or end > MAX_HEAD_BYTES:
+                raise FramingError("upstream response head too large", 502)
+            head = bytes(self.buffer[:end])
+            response = parse_response_head(head, self.head_only)
+            rest = bytes(self.buffer[end + 4:])
+            self.buffer.clear()
+            if response.status == 101:
+                raise FramingError("upstream switched protocols", 502)
+            if response.status >= 200:
+                break
+            self.downstream.transport.write(head + HEAD_END)     # 100 Continue and friends: relay, wait on
+            self.buffer += rest
+        downstream = self.downstream
+        self.reusable = response.reusable
+        if isinstance(response.body, CloseBody):
+            downstream.keep_alive = False
+        self.head_sent, self.body = True, response.body
+        self._relay(rest, with_connection_header(head, response.has_connection, downstream.keep_alive))
+
+    def _relay(self, data: bytes, head: bytes) -> None:
+        """Pass the response body (after `head`, if any) and finish at its end."""
+        body = self.body
+        try:
+            end = 0 if body is None else body.consume(data, 0)
+        except FramingError as error:
+            self._fail(str(error).encode())
             return
-        if self.mode == "length":
-            piece = data[:self.remaining]
-            if piece:
-                out.write(piece)
-            self.remaining -= len(piece)
-            if self.remaining == 0:
-                self._done()
-            return
-        self.buffer += data                          # chunked: relay once the body is complete
-        length = chunked_length(self.buffer, 0)
-        if length is not None:
-            out.write(bytes(self.buffer[:length]))
+        piece = data if end == len(data) else data[:end]
+        if head:
+            self.downstream.transport.write(head + piece)    # one write (one syscall) for small responses
+            self.downstream.replied = True
+        elif piece:
+            self.downstream.transport.write(piece)
+        if body is None or body.done:
+            if end < len(data):
+                self.reusable = False                # bytes beyond the response: out of step
             self._done()
 
     def _done(self) -> None:
@@ -280,23 +464,20 @@ class Upstream(asyncio.Protocol):
         if not self.reusable:
             self.transport.close()
             self.downstream.upstream_gone(self)
-        self.downstream.finished(self.downstream.keep_alive)
+        self.downstream.response_over(self)
 
     def connection_lost(self, exc) -> None:
         self.downstream.upstream_gone(self)
         if not self.in_flight:
             return
-        self.in_flight = False
-        if self.mode == "close" and self.head_sent:
-            self.downstream.finished(False)          # the body was delimited by the close
+        if self.head_sent and isinstance(self.body, CloseBody):
+            self.in_flight = False
+            self.downstream.response_over(self)      # the body was delimited by the close
             return
         self._fail(b"upstream closed the connection")
 
     def _fail(self, why: bytes) -> None:
-        """The exchange broke: a 502 if the client has not seen a response head yet, then close."""
         self.in_flight = False
         self.downstream.state.counters["upstream_rq_failed"] += 1
-        if not self.head_sent and not self.downstream.transport.is_closing():
-            self.downstream.transport.write(local_reply(502, why, False))
-        self.downstream.transport.close()
+        self.downstream.upstream_failed(why)
         self.close()

@@ -1,0 +1,253 @@
+"""Strict HTTP/1.1 message framing (RFC 9112) for the fault proxy: heads, lengths, chunked bodies."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+MAX_HEAD_BYTES = 64 * 1024          # request or response head, trailers included (431 beyond)
+MAX_LINE_BYTES = 8 * 1024           # request line (414 beyond), as Envoy and nginx do
+MAX_CHUNK_LINE_BYTES = 4 * 1024     # chunk-size line with its extensions
+MAX_LENGTH_DIGITS = 18              # Content-Length below 10^18: a plain int, never a bignum
+HEAD_END = b"\r\n\r\n"
+
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_FIELD = _TOKEN + rb":[ \t]*(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?[ \t]*"
+_FIELDS = rb"(?:\r\n" + _FIELD + rb")*"
+# A whole head in one C-level match: this is the hot path. No obs-fold, bare LF, NUL or spaces
+# before the colon can pass, which closes the usual request-smuggling doors.
+REQUEST_HEAD = re.compile(rb"(" + _TOKEN + rb") ([\x21-\x7e]+) HTTP/([0-9]\.[0-9])" + _FIELDS)
+RESPONSE_HEAD = re.compile(rb"HTTP/1\.[0-9] ([0-9]{3})(?: [\t\x20-\x7e\x80-\xff]*)?" + _FIELDS)
+FIELD_LINE = re.compile(_FIELD + rb"\r\n")
+_QUOTED = rb'"(?:[\t\x20\x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t\x20-\x7e\x80-\xff])*"'
+CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*" + _TOKEN + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN
+                        + rb"|" + _QUOTED + rb"))?)*\r\n")
+DIGITS = re.compile(rb"[0-9]+")
+
+REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
+           413: "Content Too Large", 414: "URI Too Long", 431: "Request Header Fields Too Large",
+           501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
+           505: "HTTP Version Not Supported"}
+
+
+class FramingError(ValueError):
+    """Bytes that are not a well-formed HTTP/1.1 message; `status` is the reply it deserves."""
+
+    def __init__(self, why: str, status: int = 400):
+        super().__init__(why)
+        self.status = status
+
+
+def header_values(lowered_head: bytes, name: bytes) -> list[bytes]:
+    """Every value of one field in a lower-cased, validated head (a find in C: the hot path)."""
+    values = []
+    start = lowered_head.find(b"\r\n" + name + b":")
+    while start >= 0:
+        start += len(name) + 3
+        end = lowered_head.find(b"\r\n", start)
+        end = len(lowered_head) if end < 0 else end
+        values.append(lowered_head[start:end].strip(b" \t"))
+        start = lowered_head.find(b"\r\n" + name + b":", end)
+    return values
+
+
+def header(lowered_head: bytes, name: bytes) -> bytes | None:
+    """One field's value (the first), or None."""
+    start = lowered_head.find(b"\r\n" + name + b":")
+    if start < 0:
+        return None
+    start += len(name) + 3
+    end = lowered_head.find(b"\r\n", start)
+    return lowered_head[start:end if end >= 0 else len(lowered_head)].strip(b" \t")
+
+
+def content_length(lowered_head: bytes) -> int | None:
+    """Content-Length = 1*DIGIT, once (RFC 9112 6.3 allows rejecting repeats, and targets differ
+    on them: gunicorn rejects even equal ones), anything else is an error."""
+    if b"\r\ncontent-length:" not in lowered_head:
+        return None
+    values = header_values(lowered_head, b"content-length")
+    if len(values) != 1:
+        raise FramingError("more than one content-length field")
+    value = values[0]
+    if not DIGITS.fullmatch(value):
+        raise FramingError("a content-length that is not 1*DIGIT")
+    if len(value.lstrip(b"0")) > MAX_LENGTH_DIGITS:
+        raise FramingError("a content-length beyond 10^18", 413)
+    return int(value)
+
+
+def is_chunked(lowered_head: bytes) -> bool:
+    """Transfer-Encoding must be exactly `chunked` when present: other codings are not relayed."""
+    if b"\r\ntransfer-encoding:" not in lowered_head:
+        return False
+    if header_values(lowered_head, b"transfer-encoding") != [b"chunked"]:
+        raise FramingError("a transfer-encoding other than chunked", 501)
+    return True
+
+
+class RequestHead(NamedTuple):
+    method: bytes
+    keep_alive: bool
+    body: "Body | None"          # None: no body
+
+
+def parse_request_head(head: bytes) -> RequestHead:
+    """Validate a request head (without its blank line) and decide how its body is framed."""
+    match = REQUEST_HEAD.fullmatch(head)
+    if match is None:
+        raise FramingError("a malformed request head")
+    if match[3][:1] != b"1":
+        raise FramingError("only HTTP/1.x is spoken here", 505)
+    lowered = head.lower()
+    length = content_length(lowered)
+    chunked = is_chunked(lowered)
+    if chunked and length is not None:
+        raise FramingError("both transfer-encoding and content-length")   # the smuggling classic
+    http10 = match[3] == b"1.0"
+    if chunked and http10:
+        raise FramingError("transfer-encoding in an HTTP/1.0 request")
+    connection = header(lowered, b"connection")
+    keep_alive = connection == b"keep-alive" if http10 else connection != b"close"
+    if chunked:
+        return RequestHead(match[1], keep_alive, ChunkedBody())
+    return RequestHead(match[1], keep_alive, LengthBody(length) if length else None)
+
+
+class ResponseHead(NamedTuple):
+    status: int
+    has_connection: bool
+    reusable: bool               # the upstream connection may carry another request
+    body: "Body | None"
+
+
+def parse_response_head(head: bytes, head_only: bool) -> ResponseHead:
+    """Validate an upstream response head and decide how its body is framed."""
+    match = RESPONSE_HEAD.fullmatch(head)
+    if match is None:
+        raise FramingError("a malformed response head from the upstream", 502)
+    status = int(match[1])
+    lowered = head.lower()
+    connection = header(lowered, b"connection")
+    reusable = connection != b"close"
+    try:
+        length = content_length(lowered)
+        chunked = is_chunked(lowered)
+    except FramingError as error:
+        raise FramingError(f"upstream: {error}", 502) from None
+    if chunked and length is not None:
+        raise FramingError("upstream: both transfer-encoding and content-length", 502)
+    if head_only or status in (204, 304) or status < 200:
+        body = None
+    elif chunked:
+        body = ChunkedBody()
+    elif length is not None:
+        body = LengthBody(length) if length else None
+    else:
+        body, reusable = CloseBody(), False
+    return ResponseHead(status, connection is not None, reusable, body)
+
+
+class LengthBody:
+    """A Content-Length body: counts bytes down."""
+
+    __slots__ = ("remaining", "done")
+
+    def __init__(self, length: int):
+        self.remaining = length
+        self.done = length == 0
+
+    def consume(self, data, start: int) -> int:
+        """The index in `data` where this body ends (or len(data) if it goes on)."""
+        take = min(self.remaining, len(data) - start)
+        self.remaining -= take
+        self.done = self.remaining == 0
+        return start + take
+
+
+class CloseBody:
+    """A response body delimited by the upstream closing the connection."""
+
+    done = False
+
+    def consume(self, data, start: int) -> int:
+        return len(data)
+
+
+class ChunkedBody:
+    """A chunked body validated as it streams past (the bytes are relayed unchanged)."""
+
+    __slots__ = ("state", "line", "remaining", "trailer_bytes", "done")
+
+    def __init__(self):
+        self.state = "size"          # size | data | data-end | trailer
+        self.line = b""
+        self.remaining = 0
+        self.trailer_bytes = 0
+        self.done = False
+
+    def consume(self, data, start: int) -> int:
+        """The index in `data` where this body ends (or len(data) if it goes on)."""
+        position, end = start, len(data)
+        while position < end and not self.done:
+            if self.state == "data":
+                take = min(self.remaining, end - position)
+                position += take
+                self.remaining -= take
+                if not self.remaining:
+                    self.state = "data-end"
+                continue
+            newline = data.find(b"\n", position)
+            if newline < 0:
+                self._partial(bytes(data[position:]))
+                return end
+            line, position = self.line + bytes(data[position:newline + 1]), newline + 1
+            self.line = b""
+            self._line(line)
+        return position
+
+    def _partial(self, piece: bytes) -> None:
+        self.line += piece
+        limit = MAX_HEAD_BYTES - self.trailer_bytes if self.state == "trailer" else MAX_CHUNK_LINE_BYTES
+        if len(self.line) > limit:
+            raise FramingError("a chunk line or trailer section too long", 431 if self.state == "trailer" else 400)
+
+    def _line(self, line: bytes) -> None:
+        if self.state == "size":
+            match = CHUNK_LINE.fullmatch(line)
+            if match is None:
+                raise FramingError("a bad chunk size line")
+            self.remaining = int(match[1], 16)
+            self.state = "data" if self.remaining else "trailer"
+        elif self.state == "data-end":
+            if line != b"\r\n":
+                raise FramingError("chunk data longer than its size")
+            self.state = "size"
+        elif line == b"\r\n":
+            self.done = True
+        else:
+            self.trailer_bytes += len(line)
+            if self.trailer_bytes > MAX_HEAD_BYTES:
+                raise FramingError("a trailer section too large", 431)
+            if FIELD_LINE.fullmatch(line) is None:
+                raise FramingError("a malformed trailer field")
+
+
+Body = LengthBody | ChunkedBody | CloseBody
+
+
+def local_reply(status: int, body: bytes, keep_alive: bool) -> bytes:
+    """A complete plain-text response made by the proxy itself."""
+    reason = REASONS.get(status, "Fault Injected")
+    connection = "keep-alive" if keep_alive else "close"
+    return (f"HTTP/1.1 {status} {reason}\r\ncontent-length: {len(body)}\r\n"
+            f"content-type: text/plain\r\nconnection: {connection}\r\n\r\n").encode() + body
+
+
+def with_connection_header(head: bytes, has_connection: bool, keep_alive: bool) -> bytes:
+    """A response head (without its blank line) with the downstream's own Connection header."""
+    if not has_connection and keep_alive:
+        return head + HEAD_END                   # HTTP/1.1 keeps the connection by default
+    lines = [line for line in head.split(b"\r\n") if not line[:11].lower() == b"connection:"]
+    lines.append(b"connection: keep-alive" if keep_alive else b"connection: close")
+    return b"\r\n".join(lines) + HEAD_END
