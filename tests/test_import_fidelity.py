@@ -258,6 +258,13 @@ JSON_VALUES = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8) | HOSTILE_TEXT,
                                                                        children, max_size=3),
     max_leaves=6)
+# values a real test space might hold, so that many cases import and their size is compared
+PLAUSIBLE = (st.integers(min_value=1, max_value=200) | st.lists(st.integers(min_value=1, max_value=200), min_size=1, max_size=3)
+             | st.floats(min_value=1, max_value=3).map(lambda x: round(x, 2))
+             | st.sampled_from(["http://x/get", "http://h/bytes/10?x=1", "polly", "resilience4j", "cockatiel", "retry",
+                                "baseline", "circuit_breaker", "EXPONENTIAL_BACKOFF", "FIXED", "delay", "abort"])
+             | st.text(max_size=12).map(lambda s: "http://h/" + s))
+VALUES = st.one_of(PLAUSIBLE, PLAUSIBLE, JSON_VALUES)
 BASE = FIXTURES["every library, scalars"]
 
 
@@ -308,7 +315,7 @@ SPEC_LINE = re.compile(r"\s*(//.*|space \w+ \{|client \w+\.\w+ \{(\}?)(  //.*)?|
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(st.lists(st.tuples(st.sampled_from(POSITIONS), JSON_VALUES), min_size=1, max_size=3))
+@given(st.lists(st.tuples(st.sampled_from(POSITIONS), VALUES), min_size=1, max_size=3))
 def test_hostile_json_is_a_located_error_or_the_same_experiment(changes):
     conf = copy.deepcopy(BASE)
     for path, value in changes:
@@ -335,3 +342,27 @@ def test_hostile_json_is_a_located_error_or_the_same_experiment(changes):
     assert "library" not in {line.split()[0] for line in imported.text.splitlines() if line.strip()}
     for line in imported.text.splitlines():
         assert SPEC_LINE.fullmatch(line), line
+
+
+@pytest.mark.parametrize("field,value", [
+    ("targetUrl", "http://server:9211/bytes/10\n}\nlibrary evil {\n  platform = \"x\"\n}\nspace x {"),
+    ("targetUrl", "http://server:9211/bytes/10\r"),
+    ("targetUrl", "http://server:9211/bytes/10 x"),
+    ("url", "http://polly/retry\nclient polly.retry { retryCount = 1 }"),
+    ("url", "http://polly/retry\u2028client x"),
+])
+def test_the_issues_injections_are_escaped_or_refused(field, value):
+    conf = copy.deepcopy(FIXTURES["every library, scalars"])
+    if field == "url":
+        conf["clientSpecs"][0]["url"] = value
+    else:
+        conf[field] = value
+    try:
+        imported = import_resiliencebench(json.dumps(conf), "hostile.json")
+    except ImportFailed as failure:
+        assert failure.diagnostic.primary.span.line == 1 and field in failure.diagnostic.message
+        return
+    result = compile_source(imported.text, "hostile.rbl")
+    assert result.ok and len(result.space.clients) == len(conf["clientSpecs"])
+    assert "library" not in imported.text and "\r" not in imported.text and "\u2028" not in imported.text
+    assert all(SPEC_LINE.fullmatch(line) for line in imported.text.splitlines())
