@@ -58,6 +58,8 @@ class Imported:
 
 def shown(value, limit: int = 60) -> str:
     """A JSON value quoted for a message or a spec comment: one line, control characters escaped."""
+    if isinstance(value, Decimal):           # a JSON number read exactly
+        return str(value)
     try:
         text = json.dumps(value, ensure_ascii=True, default=str)
     except (ValueError, RecursionError):
@@ -289,6 +291,12 @@ class _Converter:
         texts = [self._value(v, pattern.params[name], path + ((i,) if isinstance(raw, list) else ()), whole)
                  for i, v in enumerate(values)]
         written.add(name)
+        if original is not None and name in original.refused_below:
+            least, why = original.refused_below[name]
+            for i, value in enumerate(values):
+                if isinstance(value, (int, Decimal)) and not isinstance(value, bool) and value < least:
+                    where = path + ((i,) if isinstance(raw, list) else ())
+                    self.warn(f"`{path_text(where)}` = {shown(value)}: {why}", where)
         note = "  // not used by this backoff, nor read by the original client" \
             if original is not None and name in original.inert else ""
         self.emit_setting(f"{name} {_axis(texts) if isinstance(raw, list) else '= ' + texts[0]}{note}", path)

@@ -27,6 +27,8 @@ class OriginalClient:
     missing: str = ""                         # what the original did with a key its JSON lacked
     missing_values: dict[str, str] = field(default_factory=dict)     # rbl text of that value, if exact
     caveat: str = ""                          # a difference rbl cannot reproduce
+    # values the original's library version refused (the client then failed): name -> (least, why)
+    refused_below: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 JAVA_INTEGER, JAVA_DOUBLE, JAVA_FLOAT = "a Java Integer", "a Java Double", "a Java Float"
@@ -51,7 +53,10 @@ ORIGINAL_CLIENTS: dict[tuple[str, str], OriginalClient] = {
         fixed={"intervalFunction": Fixed("EXPONENTIAL_BACKOFF", "the original client always used "
                                          "IntervalFunction.ofExponentialBackoff(initialIntervalMillis, multiplier)")},
         inert=frozenset({"waitDuration", "randomizationFactor"}),
-        missing=_JAVA_MISSING),
+        missing=_JAVA_MISSING,
+        refused_below={"multiplier": (1.0, "Resilience4j 1.7.1's ofExponentialBackoff refused a multiplier "
+                                           "below 1 (IllegalArgumentException), so the original client failed; "
+                                           "rbl's Resilience4j 2.4.0 runs it as shrinking waits")}),
     ("resilience4j", "circuit_breaker"): OriginalClient(
         _R4J + " circuitBreaker/BackendServiceWithCircuitBreaker.java",
         reads={"failureRateThreshold": JAVA_FLOAT, "slidingWindowSize": JAVA_INTEGER,

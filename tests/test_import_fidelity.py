@@ -367,3 +367,10 @@ def test_the_issues_injections_are_escaped_or_refused(field, value):
     assert not re.search(r"^\s*library\b", imported.text, re.M)
     assert "\r" not in imported.text and "\u2028" not in imported.text
     assert all(SPEC_LINE.fullmatch(line) for line in imported.text.splitlines())
+
+
+def test_a_value_the_originals_library_refused_is_a_warning():
+    config = {"maxAttempts": 3, "multiplier": [0.5, 1.5], "initialIntervalMillis": 20}
+    imported = import_resiliencebench(json.dumps(_space(_client("resilience4j", "retry", config))), "m.json")
+    refused = [d.message for d in imported.diagnostics if "refused a multiplier below 1" in d.message]
+    assert refused and refused[0].startswith("`clientSpecs[0].patternConfig.multiplier[0]` = 0.5:")
