@@ -464,8 +464,9 @@ def test_a_plan_named_like_an_absolute_path_runs_under_runs(tmp_path):
     assert made.name.startswith(re.sub(r"[^A-Za-z0-9._-]+", "-", str(victim)).strip(".-"))
 
 
+LONG_ROUNDS = 30          # long enough (seconds) for a second runner to start meanwhile on a busy machine
 LONG = """space long {
-  rounds = 8
+  rounds = 30
   users = 2
   successes = 4
   max_requests = 4
@@ -498,7 +499,7 @@ def test_a_second_runner_on_the_same_directory_is_refused_with_the_holders_pid(t
     assert f"in use by another rbl run (process {process.pid})" in second.stderr
     assert process.returncode == 0, stderr
     keys = Counter((r["scenarioId"], r["round"], r["userId"]) for r in rows(out))
-    assert len(keys) == 8 * 2 and max(keys.values()) == 1
+    assert len(keys) == LONG_ROUNDS * 2 and max(keys.values()) == 1
 
 
 def _target_port(out: Path) -> int:
@@ -534,12 +535,14 @@ def test_an_impostor_on_the_targets_port_stops_the_run_with_exit_4(tmp_path):
             impostor.kill()
             impostor.wait()
     assert process.returncode == 4, stderr
-    assert "the target (httpbin under gunicorn) exited (killed by signal 9)" in stderr
+    # whichever check sees it first: the process check, or the probe meeting the impostor
+    noticed = ("the target (httpbin under gunicorn) exited (killed by signal 9)", "not this run's target")
+    assert any(text in stderr for text in noticed), stderr
     assert "the run stops" in stderr and "--resume" in stderr and "Traceback" not in stderr
     assert json.loads((out / "manifest.json").read_text())["status"] == "failed"
-    assert len(rows(out)) < 8 * 2
+    assert len(rows(out)) < LONG_ROUNDS * 2
     failures = (out / "failures.jsonl").read_text()
-    assert "killed by signal 9" in failures
+    assert any(text in failures for text in noticed)
 
 
 @pytest.fixture
