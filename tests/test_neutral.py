@@ -151,8 +151,18 @@ def test_every_exact_mapping_reproduces_the_neutral_waits(attempts, initial, mul
         native, gaps = mapped(library, neutral)
         if gaps:
             # only what the mapping table says is inexpressible
-            assert (library, kind) in {("cockatiel", "exponential")} or (library == "polly" and cap), gaps
+            assert (library, kind, multiplier) in {("cockatiel", "exponential", m) for m in ("1", "1.2", "1.5", "3")} \
+                or (library == "polly" and cap), gaps
             continue
         got = waits(library, native)
         assert len(got) == len(ideal)
         assert all(abs(g - w) <= 0.5 + 1e-9 for g, w in zip(got, ideal)), (library, got, ideal)
+
+
+def test_cockatiel_doubles_exactly_without_jitter():
+    neutral = NeutralRetry(5, Backoff("exponential", Fraction(20), Fraction(2)))
+    native, gaps = mapped("cockatiel", neutral)
+    assert not gaps and (native["backoff"], native["generator"]) == ("EXPONENTIAL", "NO_JITTER")
+    assert waits("cockatiel", native) == (20.0, 40.0, 80.0, 160.0)
+    capped, _ = mapped("cockatiel", NeutralRetry(5, Backoff("exponential", Fraction(20), Fraction(2), Fraction(50))))
+    assert waits("cockatiel", capped) == (20.0, 40.0, 50.0, 50.0)

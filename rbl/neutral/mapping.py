@@ -8,6 +8,7 @@ in the plan. Parameters a mapper leaves out take the catalogue's defaults.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
@@ -111,9 +112,16 @@ def _cockatiel(neutral: Neutral, out: _Native) -> None:
         out.params["maxAttempts"] = neutral.attempts - 1          # cockatiel counts retries
         out.params["backoff"] = "CONSTANT"
         backoff = neutral.backoff
-        if backoff.kind == "exponential":
-            out.gaps.append(Gap("cockatiel's EXPONENTIAL backoff adds random decorrelated jitter, so it "
-                                "cannot wait initial * multiplier^(k-1)",
+        if backoff.kind == "exponential" and backoff.multiplier == 2:
+            # noJitterGenerator: min(maxDelay, initialDelay * 2^(k-1)), base 2 hard-coded
+            out.params.update(backoff="EXPONENTIAL", generator="NO_JITTER")
+            largest = max(neutral.waits(), default=0.0)
+            cap = backoff.max_ms if backoff.max_ms is not None else Fraction(max(30_000, math.ceil(largest)))
+            out.whole_ms("maxDelay", cap)
+        elif backoff.kind == "exponential":
+            out.gaps.append(Gap("cockatiel's exponential backoff is random (decorrelated jitter) or, without "
+                                "jitter, doubles: it cannot wait initial * multiplier^(k-1) for a multiplier "
+                                f"of {float(backoff.multiplier):g}",
                                 f"backoff = CONSTANT, initialDelay = {_ms(backoff.initial_ms)}"))
         out.whole_ms("initialDelay", backoff.initial_ms)
         return
