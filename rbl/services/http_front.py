@@ -19,7 +19,8 @@ from .protocol import MAX_BODY_BYTES, MAX_HEADER_BYTES, READ_TIMEOUT_S, JobError
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _REQUEST_LINE = re.compile(r"([A-Z]{1,20}) (/[!-~]*) HTTP/1\.([01])")
 _HEADER = re.compile(r"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*(.*?)[ \t]*")
-REFUSERS = 4                   # threads answering 503 beyond the connection cap
+REFUSERS = 4                   # threads answering 503 beyond the connection cap ...
+REFUSE_LINGER_S = 0.25         # ... each waiting this long at most for the caller to close
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,7 @@ class BoundedServer(socketserver.TCPServer):
             sock.sendall(reply_bytes(503, body, close=True))
         except OSError:
             pass
-        linger_close(sock)
+        linger_close(sock, REFUSE_LINGER_S)
 
     def server_close(self) -> None:
         super().server_close()

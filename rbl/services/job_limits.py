@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import select
 import socket
 import threading
 import time
@@ -24,11 +23,21 @@ class CutShort(BaseException):
 
 def peer_closed(connection: socket.socket) -> bool:
     """True once the caller closed its side (readable with nothing to read) or the socket broke."""
+    # a non-blocking peek (select() fails on descriptors over 1024, with hundreds of callers; a
+    # socket with a timeout would wait for data first)
+    timeout = connection.gettimeout()
     try:
-        readable, _, _ = select.select([connection], [], [], 0)
-        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
+        connection.settimeout(0)
+        return connection.recv(1, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False                     # nothing to read: still waiting for its reply
+    except OSError:
         return True
+    finally:
+        try:
+            connection.settimeout(timeout)
+        except OSError:
+            pass
 
 
 class JobGuard:

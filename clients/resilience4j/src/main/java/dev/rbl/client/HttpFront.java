@@ -32,7 +32,8 @@ final class HttpFront {
     static final int MAX_BODY_BYTES = 1 << 20;
     static final int MAX_HEADER_BYTES = 32 * 1024;
     static final int READ_TIMEOUT_MS = 5000;
-    private static final int REFUSERS = 4;
+    private static final int REFUSERS = 4;                // threads answering 503 beyond the cap ...
+    private static final int REFUSE_LINGER_MS = 250;      // ... each waiting this long at most for the close
     private static final Pattern REQUEST_LINE = Pattern.compile("([A-Z]{1,20}) (/[!-~]*) HTTP/1\\.([01])");
     private static final Pattern HEADER = Pattern.compile("([!#$%&'*+\\-.^_`|~0-9A-Za-z]+):[ \\t]*(.*?)[ \\t]*");
 
@@ -122,22 +123,29 @@ final class HttpFront {
     private void refuse(SocketChannel channel) {
         new Connection(channel).send(503, "{\"error\":\"busy: this service runs at most " + maxJobs
                 + " connections at once\"}", true);
-        lingerClose(channel);
+        lingerClose(channel, REFUSE_LINGER_MS);
     }
 
     /**
      * Close after an error reply without losing it: closing with unread input resets the
      * connection, which can discard the reply before the caller reads it; so read until the
-     * caller closes (or a second passes) first.
+     * caller closes (or `millis` pass) first.
      */
-    static void lingerClose(SocketChannel channel) {
+    static void lingerClose(SocketChannel channel, int millis) {
         try {
             channel.shutdownOutput();
-            channel.socket().setSoTimeout(1000);
             InputStream in = channel.socket().getInputStream();
             byte[] sink = new byte[65536];
-            long deadline = System.nanoTime() + 1_000_000_000L;
-            while (System.nanoTime() < deadline && in.read(sink) >= 0) {
+            long deadline = System.nanoTime() + millis * 1_000_000L;
+            while (true) {
+                long left = (deadline - System.nanoTime()) / 1_000_000L;
+                if (left <= 0) {
+                    break;
+                }
+                channel.socket().setSoTimeout((int) left);
+                if (in.read(sink) < 0) {
+                    break;
+                }
                 // discard
             }
         } catch (IOException ignored) {
@@ -193,7 +201,7 @@ final class HttpFront {
                     return;
                 } catch (Reject e) {
                     send(e.status, "{\"error\":" + Json.quote(e.getMessage()) + "}", true);
-                    lingerClose(channel);
+                    lingerClose(channel, 1000);
                     return;
                 }
                 Reply reply = dispatch(request);

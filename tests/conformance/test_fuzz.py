@@ -1,0 +1,87 @@
+"""Fuzzing every client service's request parsing (hypothesis): random JSON in every job field and
+random bytes on the wire always get a well-formed reply (200, 4xx or 503), never a hang or a
+dropped connection, and the service stays healthy."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from rbl.services.protocol import MAX_COUNT
+
+from . import hostile
+from .conftest import selected_profiles
+
+ALL = selected_profiles()
+FIELDS = ("strategy", "target_url", "successes", "max_requests", "share", "instance", "vu", "max_duration_ms")
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats(allow_nan=False,
+    allow_infinity=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12)
+
+
+def ids(profiles):
+    return [p.name for p in profiles]
+
+
+def short(job: dict) -> dict:
+    """Keep a job that happens to be valid short: few successes and requests, half a second at most."""
+    for key, high in (("successes", 3), ("max_requests", 6), ("max_duration_ms", 500)):
+        value = job.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= max(MAX_COUNT, 86_400_000):
+            job[key] = min(value, high)
+    job.setdefault("max_duration_ms", 500)
+    return job
+
+
+def assert_well_formed(url: str, data: bytes) -> None:
+    status, reply, _ = hostile.raw_exchange(url, data, shut_write=True, timeout=30)
+    assert status == 200 or 400 <= status < 500 or status == 503, f"{status} {reply!r:.200} for {data[:200]!r}"
+    assert isinstance(reply, dict) and (status == 200 or reply.get("error")), reply
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_random_json_in_every_field(client_url, start_proxy, profile):
+    url, proxy = client_url(profile), start_proxy()
+    proxy.set_fault(abort__abort_percent=50, abort__http_status=503)
+    valid = hostile.job_for(proxy, max_duration_ms=500)
+    steps = st.lists(st.fixed_dictionaries({"pattern": st.sampled_from(profile.patterns) | st.text(max_size=8),
+                                            "params": st.dictionaries(st.text(max_size=12), json_values, max_size=3)
+                                            | json_values}), max_size=3)
+
+    @FUZZ
+    @given(changes=st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=4), strategy=steps | json_values)
+    def fuzz(changes, strategy):
+        job = short({**valid, "strategy": strategy, **changes})
+        assert_well_formed(url, hostile.post_raw(json.dumps(job).encode()))
+
+    fuzz()
+    hostile.assert_healthy(url)
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_random_bytes(client_url, start_proxy, profile):
+    url, proxy = client_url(profile), start_proxy()
+    valid = json.dumps(hostile.job_for(proxy, max_duration_ms=500)).encode()
+    request_lines = st.sampled_from([b"POST /run HTTP/1.1\r\n", b"GET /health HTTP/1.1\r\n", b"POST /run HTTP/1.0\r\n"])
+    headers = st.lists(st.sampled_from([b"Content-Length: 5\r\n", b"Content-Length: -1\r\n", b"Transfer-Encoding: x\r\n",
+                                        b"Expect: 100-continue\r\n", b"Connection: close\r\n", b": x\r\n"])
+                       | st.binary(max_size=30).map(lambda b: b + b"\r\n"), max_size=4)
+
+    @FUZZ
+    @given(data=st.binary(min_size=1, max_size=300)
+           | st.tuples(request_lines, headers, st.binary(max_size=100) | st.just(valid)).map(
+               lambda t: t[0] + b"".join(t[1]) + b"\r\n" + t[2])
+           | st.binary(max_size=40).map(lambda junk: valid[:len(valid) // 2] + junk).map(hostile.post_raw))
+    def fuzz(data):
+        if not data.strip(b"\r\n"):
+            return                       # no request at all: nothing to answer
+        assert_well_formed(url, data)
+
+    fuzz()
+    hostile.assert_healthy(url)
