@@ -106,6 +106,8 @@ H = b"Host: x\r\n"
 CHUNKED = b"POST /anything HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
 FRAMING_CASES = {
     "negative chunk size": (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n-6\r\n", 400),
+    "negative chunk size, with a host": (CHUNKED + b"-6\r\n", 400),
+    "negative chunk size after a chunk": (CHUNKED + b"3\r\nabc\r\n-6\r\nabc\r\n0\r\n\r\n", 400),
     "0x chunk size": (CHUNKED + b"0x3\r\nabc\r\n0\r\n\r\n", 400),
     "underscore chunk size": (CHUNKED + b"1_0\r\n" + b"a" * 16 + b"\r\n0\r\n\r\n", 400),
     "plus chunk size": (CHUNKED + b"+3\r\nabc\r\n0\r\n\r\n", 400),
@@ -143,6 +145,8 @@ FRAMING_CASES = {
     "lower-case version": (b"GET /get http/1.1\r\n" + H + b"\r\n", 400),
     "HTTP/2.0": (b"GET /get HTTP/2.0\r\n" + H + b"\r\n", 505),
     "garbage": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(256)) + b"\r\n\r\n", 400),
+    "no host": (b"GET /get HTTP/1.1\r\n\r\n", 400),
+    "two hosts": (b"GET /get HTTP/1.1\r\n" + H + H + b"\r\n", 400),
     "empty header name": (b"GET /get HTTP/1.1\r\n" + H + b": x\r\n\r\n", 400),
     "truncated head": (b"GET /get HTTP/1.1\r\nHost: x\r\n", 400),
     "long request line": (b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\n" + H + b"\r\n", 414),
@@ -468,10 +472,12 @@ def test_admin_rejects_bad_methods_and_framing(live_proxy):
     cases = {
         b"GARBAGE\r\n\r\n": 400,
         b"GET /ready HTTP/1.1\r\nX: " + b"a" * 70_000 + b"\r\n\r\n": 431,
-        b"POST /reset_counters HTTP/1.1\r\nContent-Length: -1\r\n\r\n": 400,
-        b"POST /reset_counters HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n": 413,
-        b"POST /reset_counters HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n": 413,
-        b"GET /r\xffeady HTTP/1.1\r\n\r\n": 400,
+        b"POST /reset_counters HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n": 400,
+        b"POST /reset_counters HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n": 413,
+        b"POST /reset_counters HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n": 413,
+        b"GET /r\xffeady HTTP/1.1\r\nHost: x\r\n\r\n": 400,
+        b"GET /ready HTTP/1.1\r\n\r\n": 400,
+        b"POST /reset_counters HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc": 200,
         b"GET /ready HTTP/1.1\r\nHo": 400,
     }
     for request, status in cases.items():

@@ -100,11 +100,14 @@ def parse_request_head(head: bytes) -> RequestHead:
     if match[3][:1] != b"1":
         raise FramingError("only HTTP/1.x is spoken here", 505)
     lowered = head.lower()
+    http10 = match[3] == b"1.0"
+    hosts = lowered.count(b"\r\nhost:")
+    if hosts > 1 or hosts == 0 and not http10:
+        raise FramingError("a request needs one host field")     # RFC 9112 3.2 (optional in 1.0)
     length = content_length(lowered)
     chunked = is_chunked(lowered)
     if chunked and length is not None:
         raise FramingError("both transfer-encoding and content-length")   # the smuggling classic
-    http10 = match[3] == b"1.0"
     if chunked and http10:
         raise FramingError("transfer-encoding in an HTTP/1.0 request")
     connection = header(lowered, b"connection")
