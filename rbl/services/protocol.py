@@ -2,7 +2,8 @@
 
 Start-up: a client service takes `--listen HOST:PORT` and `--target HOST:PORT` (required): the
 only host and port its jobs may send requests to (the runner passes the fault proxy's data
-address), so a client service cannot be used to reach anything else.
+address), so a client service cannot be used to reach anything else. `--max-jobs N` (default
+MAX_JOBS) caps the connections it serves at once.
 
 POST /run body (one virtual user's job):
   {"strategy": [{"pattern": "retry", "params": {...library-native...}}, ...],   # outermost first
