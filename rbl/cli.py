@@ -17,7 +17,8 @@ import typer
 
 from . import __version__
 from .compiler.codes import CODES, explain as explain_code
-from .compiler.pipeline import CompileResult, compile_source
+from .compiler.pipeline import CompileResult, compile_bytes, compile_source
+from .compiler.reading import read_limited
 from .compiler.plan import FORMATS, plan_header, write_plan, write_json_plan, write_scenarios
 from .compiler.expand import iter_scenario_lines
 from .compiler.render import render_all
@@ -101,9 +102,29 @@ def _read(path: Path) -> str:
         raise UsageError(f"cannot read {path}: {error.strerror}")
 
 
+def _read_spec(path: Path) -> bytes:
+    """A spec's bytes (decoded by the compiler, which locates encoding errors and applies the
+    size limit; only as much is read as that limit needs)."""
+    if str(path) == "-":
+        return read_limited(sys.stdin.buffer)
+    try:
+        with path.open("rb") as spec:
+            return read_limited(spec)
+    except FileNotFoundError:
+        raise UsageError(f"no such file: {path}", "check the path of the spec")
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, not a spec file")
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror}")
+
+
+def _spec_name(path: Path) -> str:
+    return str(path) if str(path) != "-" else "<stdin>"
+
+
 def _compile(spec: Path, json_output: bool = False) -> CompileResult:
     """Compile a spec, print its diagnostics to stderr; raise SpecError if it has errors."""
-    result = compile_source(_read(spec), str(spec) if str(spec) != "-" else "<stdin>")
+    result = compile_bytes(_read_spec(spec), _spec_name(spec))
     if result.diagnostics and not json_output:
         from .highlight import colour_wanted       # pygments only when there is something to show
         colour = colour_wanted()
@@ -131,7 +152,7 @@ def check(spec: Path = SpecArg,
           json_output: bool = typer.Option(False, "--json", help="Print diagnostics as JSON on stdout.")):
     """Type-check a spec: exit 0 when it is valid, 1 with located diagnostics when not."""
     if json_output:
-        result = compile_source(_read(spec), str(spec))
+        result = compile_bytes(_read_spec(spec), _spec_name(spec))
         typer.echo(json.dumps({"ok": result.ok, "diagnostics": _diagnostics_json(result),
                                "size": result.space.size if result.ok else None}, indent=2))
         if not result.ok:

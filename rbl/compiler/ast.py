@@ -152,14 +152,15 @@ class IntExpr:
 
 
 @dataclass(frozen=True, slots=True)
-class BinExpr:
+class OpExpr:
+    """A sum or product of two or more operands, flat: `1 + 2 + 3` is one node."""
+
     op: str  # "+" or "*"
-    left: "Expr"
-    right: "Expr"
+    operands: tuple["Expr", ...]
     span: Span = _span()
 
 
-Expr = Union[IntExpr, BinExpr]
+Expr = Union[IntExpr, OpExpr]
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,18 @@ form is only for parameter declarations inside `library` blocks.
     "E0109": ("two statements on one line", """
 Newlines end statements. Put each setting on its own line.
 """),
+    "E0110": ("not UTF-8 text", """
+A spec is UTF-8 text (a byte-order mark at the start is allowed). The error points at the first
+byte that is not UTF-8 and names it and its offset; re-save the file as UTF-8.
+"""),
+    "E0111": ("spec too large", """
+rbl reads specs of at most 16 MiB (16,777,216 bytes). A test space is a few KB of text: long axes
+are ranges (`users in 1..1000`, `fault.rate in 0%..100% step 1%`), not lists of every value.
+"""),
+    "E0112": ("brackets nested too deeply", """
+Brackets (`(`, `[`, `{`) nest at most 64 levels. Real specs nest three or four; write the
+expression or the neutral value flatter.
+"""),
     # ---- E02xx: types, units and names ----
     "E0201": ("unknown unit", """
 Durations take one of the units ns, us, ms, s, m (minutes), h; percentages are written `40%`.
@@ -146,6 +158,18 @@ A duration parameter must say how it reaches the client: `as ms` (integer millis
     "E0222": ("library declared twice", """
 Library names are unique, and the built-in catalogue's libraries cannot be redeclared.
 """),
+    "E0223": ("number out of range", """
+A numeric literal has at most 64 digits; an integer, decimal, percentage or size assertion is at
+most 9223372036854775807 (2^63-1, a signed 64-bit integer, what the clients hold), and a duration
+at most 1000000h.
+
+    rounds = 99999999999999999999      // error
+"""),
+    "E0224": ("control character in a string", """
+Strings may not hold control characters (U+0000-U+001F, U+007F-U+009F, U+2028, U+2029) written
+raw: they are never part of a path, platform or name, and they would break the files rbl writes.
+Write a tab or a new line as `\\t` or `\\n` where one is meant.
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.
@@ -169,6 +193,10 @@ The range's end is below its start. Write the smaller bound first.
 """),
     "E0307": ("unknown assertion subject", """
 Assertions are about the size of the space: `assert size == 210`, `assert size <= 1000`.
+"""),
+    "E0308": ("axis too long", """
+An axis has at most 9223372036854775807 (2^63-1) values; a range with a tiny step has more.
+Use a larger step: `fault.rate in 0%..80% step 1%`.
 """),
     "E0310": ("no space block", """
 A spec holds one `space { ... }` block with the settings, clients and assertions.

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .source import Span
 
 Severity = Literal["error", "warning"]
+
+# A hostile spec can repeat one mistake 10^5 times: keep the first ones of each code and say how
+# many more there were, so the output stays readable and its size bounded.
+MAX_PER_CODE = 50
+# Messages, labels, notes and help quote spec values (a 10 MB string, a 4000-digit number):
+# each text is cut to this many characters.
+MAX_TEXT = 300
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """text, cut to `limit` characters with a note of how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +55,8 @@ class Diagnostics:
     """The collector every pass writes to."""
 
     items: list[Diagnostic] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)      # code -> diagnostics reported
+    error_count: int = 0
 
     def error(self, code: str, message: str, span: Span | None, label: str = "", *,
               secondary: tuple[tuple[Span, str], ...] = (), notes: tuple[str, ...] = (),
@@ -53,13 +69,18 @@ class Diagnostics:
         self._add("warning", code, message, span, label, secondary, notes, help)
 
     def _add(self, severity, code, message, span, label, secondary, notes, help) -> None:
-        labels = ([Label(span, label, True)] if span is not None else [])
-        labels += [Label(s, m, False) for s, m in secondary if s is not None]
-        self.items.append(Diagnostic(code, severity, message, tuple(labels), tuple(notes), help))
+        self.counts[code] = self.counts.get(code, 0) + 1
+        self.error_count += severity == "error"
+        if self.counts[code] > MAX_PER_CODE:
+            return
+        labels = ([Label(span, clip(label), True)] if span is not None else [])
+        labels += [Label(s, clip(m), False) for s, m in secondary if s is not None]
+        self.items.append(Diagnostic(code, severity, clip(message), tuple(labels),
+                                     tuple(clip(n) for n in notes), clip(help) if help else help))
 
     @property
     def has_errors(self) -> bool:
-        return any(d.severity == "error" for d in self.items)
+        return self.error_count > 0
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -70,11 +91,18 @@ class Diagnostics:
         return [d for d in self.items if d.severity == "warning"]
 
     def sorted(self) -> list[Diagnostic]:
-        """Errors and warnings in source order (stable for equal positions)."""
+        """Errors and warnings in source order (stable for equal positions); the last one shown
+        of a code that was capped says how many more were left out."""
         def key(d: Diagnostic):
             p = d.primary
             return (p.span.file.name, p.span.line, p.span.col) if p else ("", 0, 0)
-        return sorted(self.items, key=key)
+        items = sorted(self.items, key=key)
+        for code, count in self.counts.items():
+            if count > MAX_PER_CODE:
+                last = max(i for i, d in enumerate(items) if d.code == code)
+                more = f"{count - MAX_PER_CODE} more {code} diagnostics like this were not shown"
+                items[last] = replace(items[last], notes=(*items[last].notes, more))
+        return items
 
 
 class CompileError(Exception):

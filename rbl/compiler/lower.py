@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 from lark import Token, Transformer, Tree, v_args
 
 from . import ast
 from .diagnostics import Diagnostics
 from .source import SourceFile, Span
-from .units import DURATION_UNITS, UnitError, Value, parse_number, parse_percent, parse_quantity
+from .units import (DURATION_UNITS, MAX_DIGITS, UnitError, Value, out_of_range, parse_number, parse_percent,
+                    parse_quantity)
+
+# Characters a string may not hold raw: C0 controls (tab included), DEL, C1 controls and the
+# Unicode line separators. They are never part of a path, platform or name, they break the YAML
+# and JSON rbl writes, and they hide on a terminal. `\n` and `\t` escapes stay allowed.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def lower(tree: Tree, source: SourceFile, diagnostics: Diagnostics) -> ast.Program:
@@ -90,13 +98,14 @@ class _Lower(Transformer):
         return ast.Assertion(self._ident(subject), str(op), expr, self._span(meta))
 
     def add(self, meta, children):
-        return ast.BinExpr("+", children[0], children[1], self._span(meta))
+        return ast.OpExpr("+", tuple(children), self._span(meta))
 
     def mul(self, meta, children):
-        return ast.BinExpr("*", children[0], children[1], self._span(meta))
+        return ast.OpExpr("*", tuple(children), self._span(meta))
 
     def int_expr(self, meta, children):
-        return ast.IntExpr(int(str(children[0]).replace("_", "")), self._span(meta))
+        value = self._number(meta, children[0], lambda text: Value("int", int(text.replace("_", ""))))
+        return ast.IntExpr(value.v if value is not None else 0, self._span(meta))
 
     # ---- values ----
     def list(self, meta, children):
@@ -109,22 +118,38 @@ class _Lower(Transformer):
     def _literal(self, meta, token: Token, value: Value | None) -> ast.Literal:
         return ast.Literal(value, str(token), self._span(meta))
 
+    def _number(self, meta, token: Token, parse) -> Value | None:
+        """parse(token text), or None after reporting a number too long or too large."""
+        text = str(token)
+        digits = sum(ch.isdigit() for ch in text)
+        if digits > MAX_DIGITS:
+            self.diagnostics.error("E0223", f"a number of {digits} digits", self._span(meta),
+                                   "too many digits", help=f"numbers have at most {MAX_DIGITS} digits")
+            return None
+        value = parse(text)
+        problem = out_of_range(value)
+        if problem is not None:
+            self.diagnostics.error("E0223", f"`{text}` is out of range", self._span(meta), "too large",
+                                   help=problem)
+            return None
+        return value
+
     def int(self, meta, children):
         token = children[0]
-        return self._literal(meta, token, Value("int", int(str(token).replace("_", ""))))
+        return self._literal(meta, token, self._number(meta, token, lambda t: Value("int", int(t.replace("_", "")))))
 
     def decimal(self, meta, children):
         token = children[0]
-        return self._literal(meta, token, Value("float", parse_number(str(token))))
+        return self._literal(meta, token, self._number(meta, token, lambda t: Value("float", parse_number(t))))
 
     def percent(self, meta, children):
         token = children[0]
-        return self._literal(meta, token, parse_percent(str(token)))
+        return self._literal(meta, token, self._number(meta, token, parse_percent))
 
     def quantity(self, meta, children):
         token = children[0]
         try:
-            value = parse_quantity(str(token))
+            value = self._number(meta, token, parse_quantity)
         except UnitError as error:
             known = ", ".join(u for u in DURATION_UNITS if u != "\u00b5s")
             self.diagnostics.error(
@@ -142,6 +167,13 @@ class _Lower(Transformer):
 
     def string(self, meta, children):
         token = children[0]
+        control = _CONTROL.search(str(token))
+        if control is not None:
+            span = Span.point(self.source, token.line, token.column + control.start())
+            self.diagnostics.error("E0224", f"a string holds the control character U+{ord(control.group()):04X}",
+                                   span, "control character", help="remove it; write a tab or a new line as "
+                                   "`\\t` or `\\n` where one is meant")
+            return self._literal(meta, token, None)
         return self._literal(meta, token, Value("string", _unescape(str(token)[1:-1])))
 
     def true(self, meta, children):

@@ -30,13 +30,28 @@ TERMINAL_NAMES = {
 }
 
 
+# Brackets nest at most this deep. Real specs nest three or four; the cap keeps every walk of
+# the tree (Lark's transformers, the checks) far from Python's recursion limit.
+MAX_NESTING = 64
+
+
+class TooDeep(Exception):
+    """Raised from the token stream at the bracket that nests too deep."""
+
+    def __init__(self, token: Token):
+        super().__init__(token)
+        self.token = token
+
+
 class _NewlinePostLexer:
-    """Drops newlines inside () and [] and collapses runs of newlines (comments between them)."""
+    """Drops newlines inside () and [] and collapses runs of newlines (comments between them);
+    stops at a bracket nested deeper than MAX_NESTING."""
 
     always_accept = ("_NL",)
 
     def process(self, stream):
-        depth = 0
+        depth = 0            # () and [], inside which newlines do not end statements
+        nesting = 0          # all brackets
         previous_newline = False
         for token in stream:
             if token.type == "_NL":
@@ -50,6 +65,12 @@ class _NewlinePostLexer:
                 depth += 1
             elif token in (")", "]") and depth > 0:
                 depth -= 1
+            if token in OPENERS and token.type != "STRING":
+                nesting += 1
+                if nesting > MAX_NESTING:
+                    raise TooDeep(token)
+            elif token in CLOSERS and token.type != "STRING" and nesting > 0:
+                nesting -= 1
             yield token
 
 
@@ -142,6 +163,11 @@ def parse_tree(source: SourceFile, diagnostics: Diagnostics) -> Tree | None:
     except UnexpectedInput as error:
         _report(source, error, diagnostics)
         return None
+    except TooDeep as deep:
+        diagnostics.error("E0112", "brackets nested too deeply", Span.of_token(source, deep.token),
+                          f"more than {MAX_NESTING} levels deep",
+                          help=f"brackets nest at most {MAX_NESTING} levels; write the expression flatter")
+        return None
 
 
 def _report(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics) -> None:
@@ -218,10 +244,14 @@ def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Di
     """Unclosed or mismatched brackets are reported from the bracket, not where parsing stopped."""
     stack: list[Token] = []
     try:
-        tokens = list(lark_parser().lex(source.text))
-    except UnexpectedInput:
-        return False
-    for token in tokens:
+        return _check_brackets(source, error, diagnostics, stack)
+    except (UnexpectedInput, TooDeep):   # the text does not lex (or nests too deep) further on:
+        return False                     # report the parser's error
+
+
+def _check_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics,
+                    stack: list[Token]) -> bool:
+    for token in lark_parser().lex(source.text):      # streamed: a long file is never listed
         if token.value in OPENERS and token.type not in ("STRING",):
             stack.append(token)
         elif token.value in CLOSERS and token.type not in ("STRING",):

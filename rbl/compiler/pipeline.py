@@ -16,6 +16,7 @@ from .checks.settings import check_settings
 from .checks.structure import check_structure
 from .diagnostics import Diagnostic, Diagnostics
 from .frontend import parse_program
+from .reading import check_text, decode, read_limited, strip_bom
 from .source import SourceFile
 from .space import Fault, TestSpace
 
@@ -44,8 +45,11 @@ class CompileResult:
 
 def compile_source(text: str, name: str = "<spec>") -> CompileResult:
     """Compile spec text; never raises for bad input, returns diagnostics instead."""
+    text = strip_bom(text)
     source = SourceFile(name, text)
     diags = Diagnostics()
+    if not check_text(source, diags):
+        return CompileResult(None, diags.sorted())
     program = parse_program(source, diags)
     if program is None or diags.has_errors:
         return CompileResult(None, diags.sorted())
@@ -57,9 +61,20 @@ def compile_source(text: str, name: str = "<spec>") -> CompileResult:
     return CompileResult(_test_space(ctx, text, name), diags.sorted())
 
 
+def compile_bytes(data: bytes, name: str = "<spec>") -> CompileResult:
+    """Compile a spec's bytes: as compile_source, with encoding errors and the size limit
+    reported as located diagnostics."""
+    diags = Diagnostics()
+    text = decode(data, name, diags)
+    if text is None:
+        return CompileResult(None, diags.sorted())
+    return compile_source(text, name)
+
+
 def compile_file(path: str | Path) -> CompileResult:
     path = Path(path)
-    return compile_source(path.read_text(encoding="utf-8"), str(path))
+    with path.open("rb") as spec:
+        return compile_bytes(read_limited(spec), str(path))
 
 
 def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:

@@ -2,7 +2,48 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+# Lines are split on "\n" only, as Lark counts them: str.splitlines would also split on \f, \v,
+# \x1c-\x1e, \x85, U+2028 and U+2029 and make diagnostics quote the wrong line.
+_NEWLINE = "\n"
+# The line index keeps one checkpoint per chunk of text instead of one offset per line, so a
+# file of 10^7 blank lines costs a few hundred KB of index, not hundreds of MB.
+_CHUNK = 1 << 12
+
+
+class _LineIndex:
+    """Finds the text of line n in time bounded by one chunk, after one linear pass."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.chunk_lines = [0]          # newlines before the start of each chunk
+        for start in range(0, len(text), _CHUNK):
+            self.chunk_lines.append(self.chunk_lines[-1] + text.count(_NEWLINE, start, start + _CHUNK))
+
+    @property
+    def count(self) -> int:
+        return self.chunk_lines[-1] + 1
+
+    def start(self, number: int) -> int:
+        """Offset of the first character of line `number` (1-based, 1 <= number <= count)."""
+        if number == 1:
+            return 0
+        wanted = number - 1                      # newlines before the line
+        chunk = bisect_right(self.chunk_lines, wanted - 1) - 1
+        position = chunk * _CHUNK
+        for _ in range(wanted - self.chunk_lines[chunk]):
+            position = self.text.index(_NEWLINE, position) + 1
+        return position
+
+    def line(self, number: int) -> str:
+        if not 1 <= number <= self.count:
+            return ""
+        start = self.start(number)
+        end = self.text.find(_NEWLINE, start)
+        text = self.text[start:] if end < 0 else self.text[start:end]
+        return text[:-1] if text.endswith("\r") else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -11,18 +52,21 @@ class SourceFile:
 
     name: str
     text: str
+    _index: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def _lines(self) -> _LineIndex:
+        if not self._index:                      # built on the first quote, once
+            self._index.append(_LineIndex(self.text))
+        return self._index[0]
 
     def line(self, number: int) -> str:
-        lines = self.text.splitlines()
-        if 1 <= number <= len(lines):
-            return lines[number - 1]
-        return ""
+        return self._lines().line(number)
 
     @property
     def end(self) -> tuple[int, int]:
         """(line, column) just past the last character, 1-based."""
-        lines = self.text.split("\n")
-        return len(lines), len(lines[-1]) + 1
+        last = self.text.rfind(_NEWLINE)
+        return self.text.count(_NEWLINE) + 1, len(self.text) - last
 
 
 @dataclass(frozen=True, slots=True)

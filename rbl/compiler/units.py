@@ -25,6 +25,15 @@ HANDOFF_PERCENT_UNITS = ("percent", "ratio")
 
 TYPE_NAMES = ("int", "float", "duration", "percent", "bool", "string")
 
+# The magnitudes rbl accepts. Numbers and counts fit a signed 64-bit integer (Java's long, what
+# every client's JSON parser holds exactly) and durations 10^6 hours; beyond that a value is a
+# typo, and exact arithmetic on it (waits, range lengths, str()) would be slow or overflow floats.
+MAX_MAGNITUDE = 2**63 - 1
+MAX_DURATION_NS = 10**6 * DURATION_UNITS["h"]
+# Digits in one numeric literal: more cannot be a value in range (Python also refuses to convert
+# integers of more than 4300 digits).
+MAX_DIGITS = 64
+
 
 class UnitError(ValueError):
     """A literal with a unit rbl does not know, or a value a handoff unit cannot carry exactly."""
@@ -40,6 +49,16 @@ class Value:
 
     def __str__(self) -> str:
         return format_value(self)
+
+
+def out_of_range(value: Value) -> str | None:
+    """Why a numeric value is too large for rbl, or None when it is not."""
+    if value.type == "duration":
+        if abs(value.v) > MAX_DURATION_NS:
+            return f"durations are at most {MAX_DURATION_NS // DURATION_UNITS['h']}h"
+    elif value.type in ("int", "float", "percent") and abs(value.v) > MAX_MAGNITUDE:
+        return f"numbers are at most {MAX_MAGNITUDE} (2^63-1)"
+    return None
 
 
 def parse_number(text: str) -> Fraction:

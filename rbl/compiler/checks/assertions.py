@@ -7,14 +7,31 @@ from math import prod
 from .. import ast
 from ..space import SizeAssertion
 from ..types import COMPARATORS
+from ..units import MAX_MAGNITUDE
 from .context import CheckContext
 
 
+class OutOfRange(Exception):
+    """An assertion's expression exceeds MAX_MAGNITUDE (at the span given)."""
+
+    def __init__(self, span):
+        super().__init__(span)
+        self.span = span
+
+
 def evaluate(expr: ast.Expr) -> int:
+    """The value of an expression; raises OutOfRange as soon as it passes MAX_MAGNITUDE, before
+    a product of 10^5 large factors grows a megabyte integer. (The recursion is as deep as the
+    brackets, which the parser caps.)"""
     if isinstance(expr, ast.IntExpr):
         return expr.value
-    left, right = evaluate(expr.left), evaluate(expr.right)
-    return left + right if expr.op == "+" else left * right
+    total = 0 if expr.op == "+" else 1
+    for operand in expr.operands:
+        value = evaluate(operand)
+        total = total + value if expr.op == "+" else total * value
+        if total > MAX_MAGNITUDE:
+            raise OutOfRange(expr.span)
+    return total
 
 
 def size_and_breakdown(ctx: CheckContext) -> tuple[int, str] | None:
@@ -36,7 +53,13 @@ def check_assertions(ctx: CheckContext) -> None:
             ctx.diags.error("E0307", f"cannot assert on `{item.subject.name}`", item.subject.span,
                             "unknown quantity", help="assertions are about the size: `assert size == 90`")
             continue
-        ctx.assertions.append(SizeAssertion(item.op, evaluate(item.expr), item.span))
+        try:
+            expected = evaluate(item.expr)
+        except OutOfRange as error:
+            ctx.diags.error("E0223", "the expression is out of range", error.span, "too large",
+                            help=f"an assertion's value is at most {MAX_MAGNITUDE} (2^63-1)")
+            continue
+        ctx.assertions.append(SizeAssertion(item.op, expected, item.span))
     if ctx.diags.has_errors:
         return  # the size is not known reliably when settings or clients are wrong
     known = size_and_breakdown(ctx)

@@ -8,7 +8,8 @@ from fractions import Fraction
 from .. import ast
 from ..axes import single
 from ..types import Bound, ParamType, suggest
-from ..units import Value
+from ..units import Value, format_value
+from ..urlpath import target_problem
 from .context import CheckContext
 from .values import evaluate_axis, evaluate_single, report_set_twice
 
@@ -122,7 +123,9 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
                         span, "no virtual user could finish",
                         help="a virtual user stops after max_requests requests; make it at least successes")
     target = ctx.settings.get("target")
-    if target is not None and not str(target.v).startswith("/"):
-        ctx.diags.error("E0218", f"`target` must be a path on the target service, found \"{target.v}\"",
-                        seen["target"].value.span, "not a path",
-                        help='write the httpbin path, e.g. `target = "/bytes/1000"`')
+    problem = target_problem(str(target.v)) if target is not None and "target" in seen else None
+    if problem is not None:
+        ctx.diags.error("E0218", f"`target` must be a URL path on the target service, found {format_value(target)}",
+                        seen["target"].value.span, f"not a URL path: {problem}",
+                        help='write the httpbin path, e.g. `target = "/bytes/1000"`; escape other characters '
+                             'as %XX (a space is %20)')

@@ -8,7 +8,10 @@ from .. import ast
 from ..axes import Axis, ListAxis, RangeAxis, range_count
 from ..diagnostics import Diagnostics
 from ..types import NUMERIC, ParamType, check_value_bounds, coerce, describe_type
-from ..units import Value, format_value
+from ..units import MAX_MAGNITUDE, Value, format_value
+
+# len() of an axis must be a machine-size integer.
+MAX_AXIS_VALUES = MAX_MAGNITUDE
 
 
 def report_set_twice(diags: Diagnostics, item: ast.Bind | ast.Axis, first: ast.Bind | ast.Axis) -> None:
@@ -92,6 +95,11 @@ def _range_axis(node: ast.RangeValue, ptype: ParamType, diags: Diagnostics, what
                     "end is below start", help="write the smaller bound first")
         return None
     count = range_count(a, b, s)
+    if count > MAX_AXIS_VALUES:
+        diags.error("E0308", f"the range {format_value(start)}..{format_value(end)} has {count} values",
+                    node.span, "too many values", help=f"an axis has at most {MAX_AXIS_VALUES} (2^63-1) values; "
+                    "use a larger step")
+        return None
     axis = RangeAxis(ptype.base, a, s, count, node.span)
     last = axis.last
     if last.v != b:
