@@ -147,7 +147,9 @@ def test_the_target_entrypoint_runs_httpbin_behind_the_proxy_and_passes_its_heal
 
 
 # -- hostile strings ----------------------------------------------------------------------------
-HOSTILE_TARGET = "/x\": {{ y }} &a *a #c\n- [z] ${HOME} $$ 'q' \\ \t% !tag ? | >"
+# a target must be a URL path (quotes, spaces, braces and control characters are refused by
+# `rbl check`), but what a URL path may hold is still hostile to YAML and compose interpolation
+HOSTILE_TARGET = "/x:&a*a!tag'q'$HOME$$(z),;=+~-?k=$PATH&l=$$'%7B%7D'"
 HOSTILE_FILE = "we\"ird: {{x}} &a *b $HOME 'q'.rbl"
 
 

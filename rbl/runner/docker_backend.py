@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 import time
 import urllib.request
 import uuid
@@ -23,6 +24,7 @@ from ..backends.artifacts import plan_deployment, write_artifacts
 from ..backends.deployment import ADMIN_PORT, PROXY_PORT, Layout, Service
 from ..errors import EnvironmentMissing, RblError, UsageError
 from .fault_control import FaultControl
+from .liveness import TOKEN_ENV
 from .local import reported_version
 from .processes import free_port
 
@@ -60,6 +62,7 @@ class DockerBackend:
             raise UsageError(f"--network must be one of {', '.join(NETWORKS)}, got {options.network!r}")
         self.run_dir, self.logs, self.header, self.options = run_dir, logs, header, options
         self.run_id = uuid.uuid4().hex[:10]
+        self.target_token = secrets.token_hex(16)          # the target answers with it (target_app)
         layout = self._layout(options.network, header)
         self.deployment, self.images = plan_deployment(header, options.images, layout)
         self.proxy_kind = "envoy" if self.images.with_envoy else "builtin"
@@ -164,7 +167,10 @@ class DockerBackend:
     def _start(self, service: Service, context: Path) -> None:
         layout = self.deployment.layout
         image = self.tags[service.build.dockerfile] if service.build else service.image
-        kwargs = dict(image=image, command=list(service.command) or None, environment=service.environment,
+        environment = dict(service.environment)
+        if service.role == "target":         # not in the compose file: a token belongs to one run
+            environment[TOKEN_ENV] = self.target_token
+        kwargs = dict(image=image, command=list(service.command) or None, environment=environment,
                       init=True, name=f"rbl-{self.run_id}-{service.name}", detach=True,
                       labels={"rbl.run": self.run_id, "rbl.role": service.role, "rbl.plan": self.header["name"],
                               **({"rbl.library": service.library} if service.library else {})})
@@ -254,11 +260,14 @@ class DockerBackend:
                 lost.append((libraries.get(name), f"container {container.name} ({name}) is {status}"))
         return lost
 
-    def target_probe(self) -> None:
-        """No token check here: the target image runs plain httpbin (rbl/backends/ builds it), not
-        rbl.runner.target_app, so it cannot answer with the run's token. The containers are the
-        run's own (by name and id), which lost_services checks."""
-        return None
+    def target_probe(self) -> tuple[str, str] | None:
+        """Where the host reaches the target through the proxy, and the token it must answer with
+        (the target entrypoint serves rbl.runner.target_app when RBL_TARGET_TOKEN is set). A
+        prebuilt target (--image target=REF) may not know the token: then only lost_services
+        checks it, by container id and status."""
+        if self.images.is_prebuilt("target"):
+            return None
+        return f"http://{HOST}:{self._target_port(PROXY_PORT)}", self.target_token
 
     def pids(self) -> dict[str, str]:
         """The containers (name -> id), recorded in the manifest."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EnvironmentMissing, UsageError
+from ..services.protocol import MAX_JOBS
 from .fault_control import FaultControl
 from .liveness import TOKEN_ENV, process_problem
 from .processes import Service, free_port
@@ -24,6 +25,7 @@ from .processes import Service, free_port
 HOST = "127.0.0.1"
 READY_TIMEOUT = 30.0
 PROXY_KINDS = ("auto", "builtin", "envoy")
+CONNECTION_MARGIN = 16       # beyond the virtual users: health checks, a restarted round's stragglers
 
 
 @dataclass
@@ -36,6 +38,7 @@ class LocalOptions:
     proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
     seed: int | None = None          # the built-in proxy's fault decision seed
     client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
+    max_users: int = 0               # the plan's largest user count: each client serves that many jobs at once
     backend: str = "local"           # local | docker
     docker: "DockerOptions | None" = None                        # --backend docker's settings
 
@@ -150,6 +153,8 @@ class LocalBackend:
             raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
         # --target: the only address the client may send requests to, the fault proxy's data port
         argv += ["--listen", f"{HOST}:0", "--target", f"{HOST}:{self.proxy_port}"]
+        if self.options.max_users + CONNECTION_MARGIN > MAX_JOBS:      # the service's default cap
+            argv += ["--max-jobs", str(self.options.max_users + CONNECTION_MARGIN)]
         service = self._start(f"{library} client service", argv, f"client-{library}.log")
         (port,) = service.read_announcement("listening", READY_TIMEOUT)
         service.wait_http(f"http://{HOST}:{port}/health", READY_TIMEOUT)

@@ -121,6 +121,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     if options.seed is None:
         options.seed = random.randrange(2**32)
     libraries = {c["library"]: c["service"] for c in header["clients"]}
+    options.max_users = max(header["users"], default=0)
     manifest = run.read_manifest() or _new_manifest(header, list(libraries))
     session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
                "target_workers": options.workers, "target_threads": options.threads,

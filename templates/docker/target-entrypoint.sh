@@ -7,8 +7,14 @@ set -eu
 : "${HTTPBIN_WORKERS:=2}" "${HTTPBIN_THREADS:=16}" "${RBL_PROXY:=auto}"
 : "${ENVOY_CONFIG:=/etc/rbl/envoy.yaml}"
 
+# With RBL_TARGET_TOKEN (set by `rbl run --backend docker`), httpbin answers with the run's token
+# on every response, so the runner can tell its own target from anything else on the port.
+app=httpbin:app
+if [ -n "${RBL_TARGET_TOKEN:-}" ]; then
+    app=rbl.runner.target_app:app
+fi
 gunicorn --bind "127.0.0.1:${HTTPBIN_PORT}" --workers "${HTTPBIN_WORKERS}" --worker-class gthread \
-    --threads "${HTTPBIN_THREADS}" --graceful-timeout 2 httpbin:app &
+    --threads "${HTTPBIN_THREADS}" --graceful-timeout 2 "${app}" &
 
 if [ "${RBL_PROXY}" != builtin ] && command -v envoy >/dev/null 2>&1; then
     exec envoy -c "${ENVOY_CONFIG}" --log-level warning
