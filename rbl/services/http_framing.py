@@ -12,7 +12,7 @@ MAX_LENGTH_DIGITS = 18              # Content-Length below 10^18: a plain int, n
 HEAD_END = b"\r\n\r\n"
 
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
-_FIELD = _TOKEN + rb":[ \t]*(?:[\x21-\x7e\x80-\xff](?:[\t\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?[ \t]*"
+_FIELD = _TOKEN + rb":[\t\x20-\x7e\x80-\xff]*"      # OWS field-value OWS, as one character class
 _FIELDS = rb"(?:\r\n" + _FIELD + rb")*"
 # A whole head in one C-level match: this is the hot path. No obs-fold, bare LF, NUL or spaces
 # before the colon can pass, which closes the usual request-smuggling doors.
@@ -22,7 +22,6 @@ FIELD_LINE = re.compile(_FIELD + rb"\r\n")
 _QUOTED = rb'"(?:[\t\x20\x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t\x20-\x7e\x80-\xff])*"'
 CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:[ \t]*;[ \t]*" + _TOKEN + rb"(?:[ \t]*=[ \t]*(?:" + _TOKEN
                         + rb"|" + _QUOTED + rb"))?)*\r\n")
-DIGITS = re.compile(rb"[0-9]+")
 
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
            413: "Content Too Large", 414: "URI Too Long", 431: "Request Header Fields Too Large",
@@ -64,15 +63,14 @@ def header(lowered_head: bytes, name: bytes) -> bytes | None:
 def content_length(lowered_head: bytes) -> int | None:
     """Content-Length = 1*DIGIT, once (RFC 9112 6.3 allows rejecting repeats, and targets differ
     on them: gunicorn rejects even equal ones), anything else is an error."""
-    if b"\r\ncontent-length:" not in lowered_head:
+    value = header(lowered_head, b"content-length")
+    if value is None:
         return None
-    values = header_values(lowered_head, b"content-length")
-    if len(values) != 1:
+    if lowered_head.count(b"\r\ncontent-length:") > 1:
         raise FramingError("more than one content-length field")
-    value = values[0]
-    if not DIGITS.fullmatch(value):
+    if not value.isdigit():                      # bytes.isdigit: ASCII digits only, not empty
         raise FramingError("a content-length that is not 1*DIGIT")
-    if len(value.lstrip(b"0")) > MAX_LENGTH_DIGITS:
+    if len(value) > MAX_LENGTH_DIGITS and len(value.lstrip(b"0")) > MAX_LENGTH_DIGITS:
         raise FramingError("a content-length beyond 10^18", 413)
     return int(value)
 
@@ -119,7 +117,7 @@ def parse_request_head(head: bytes) -> RequestHead:
 
 class ResponseHead(NamedTuple):
     status: int
-    has_connection: bool
+    connection: bytes | None     # its Connection field, lower-cased
     reusable: bool               # the upstream connection may carry another request
     body: "Body | None"
 
@@ -148,7 +146,7 @@ def parse_response_head(head: bytes, head_only: bool) -> ResponseHead:
         body = LengthBody(length) if length else None
     else:
         body, reusable = CloseBody(), False
-    return ResponseHead(status, connection is not None, reusable, body)
+    return ResponseHead(status, connection, reusable, body)
 
 
 class LengthBody:
@@ -247,10 +245,11 @@ def local_reply(status: int, body: bytes, keep_alive: bool) -> bytes:
             f"content-type: text/plain\r\nconnection: {connection}\r\n\r\n").encode() + body
 
 
-def with_connection_header(head: bytes, has_connection: bool, keep_alive: bool) -> bytes:
+def with_connection_header(head: bytes, connection: bytes | None, keep_alive: bool) -> bytes:
     """A response head (without its blank line) with the downstream's own Connection header."""
-    if not has_connection and keep_alive:
-        return head + HEAD_END                   # HTTP/1.1 keeps the connection by default
+    wanted = b"keep-alive" if keep_alive else b"close"
+    if connection == wanted or connection is None and keep_alive:
+        return head + HEAD_END                   # already right (HTTP/1.1 keeps alive by default)
     lines = [line for line in head.split(b"\r\n") if not line[:11].lower() == b"connection:"]
-    lines.append(b"connection: keep-alive" if keep_alive else b"connection: close")
+    lines.append(b"connection: " + wanted)
     return b"\r\n".join(lines) + HEAD_END

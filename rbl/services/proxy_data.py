@@ -42,19 +42,18 @@ class Connections:
     def __init__(self, limits: Limits):
         self.limits = limits
         self.open: set[Downstream] = set()
-        self.idle: dict[Downstream, None] = {}       # insertion order: longest idle first
 
     def admit(self, connection: "Downstream") -> bool:
         if len(self.open) >= self.limits.max_connections:
-            if not self.idle:
+            idle = [c for c in self.open if c.idle]  # a scan at the cap only, no bookkeeping per request
+            if not idle:
                 return False
-            next(iter(self.idle)).close()            # an idle keep-alive loses nothing by closing
+            min(idle, key=lambda c: c.deadline).close()   # the longest idle loses nothing by closing
         self.open.add(connection)
         return True
 
     def remove(self, connection: "Downstream") -> None:
         self.open.discard(connection)
-        self.idle.pop(connection, None)
 
     async def sweep_forever(self) -> None:
         """Time out stalled connections; one pass a tick instead of a timer per request (hot path)."""
@@ -92,6 +91,7 @@ class Downstream(asyncio.Protocol):
         self.deadline: float | None = None
         self.connecting: asyncio.Task | None = None
         self.lingering = False
+        self.idle = False                # no request under way (the deadline is then the idle one)
 
     # -- connection events ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -107,6 +107,13 @@ class Downstream(asyncio.Protocol):
         if self.sink is not None and self.body is not None and not self.buffer:
             self._pass_body(data)                    # a body streaming through: the fast path
             return
+        if not self.in_request and not self.buffer:
+            end = data.find(HEAD_END)
+            if end > 0 and data[:2] != b"\r\n":       # a whole head in one read: the usual case
+                if end + 4 < len(data):
+                    self.buffer += data[end + 4:]
+                self._start(data[:end + 4] if end + 4 < len(data) else data, end)
+                return
         self.buffer += data
         if not self.in_request:
             self._read_head()
@@ -175,12 +182,12 @@ class Downstream(asyncio.Protocol):
                     self.deadline = self.loop.time() + self.limits.read_timeout
 
     def _become_idle(self) -> None:
-        self.connections.idle[self] = None
+        self.idle = True
         self.deadline = self.loop.time() + self.limits.idle_timeout
 
     def _read_head(self) -> None:
         """Take the next request head from the buffer and start its exchange."""
-        if self.in_request or self._gone():
+        if self.in_request or self.lingering or self.transport.is_closing():
             return
         buffer = self.buffer
         while buffer[:2] == b"\r\n":
@@ -189,20 +196,24 @@ class Downstream(asyncio.Protocol):
         if end < 0:
             self._partial_head()
             return
+        head = bytes(buffer[:end + 4])
+        del buffer[:end + 4]
+        self._start(head, end)
+
+    def _start(self, head: bytes, end: int) -> None:
+        """Check a complete head (`end`: where its blank line starts) and start its exchange."""
         if end > MAX_HEAD_BYTES:
             self._reject(FramingError("request head too large", 431))
             return
-        if buffer.find(b"\r\n", 0, MAX_LINE_BYTES + 2) < 0:
+        if head.find(b"\r\n", 0, MAX_LINE_BYTES + 2) < 0:
             self._reject(FramingError("request line too long", 414))
             return
         try:
-            request = parse_request_head(bytes(buffer[:end]))
+            request = parse_request_head(head[:end])
         except FramingError as error:
             self._reject(error)
             return
-        head = bytes(buffer[:end + 4])
-        del buffer[:end + 4]
-        self.connections.idle.pop(self, None)
+        self.idle = False
         self.in_request, self.responding, self.replied = True, True, False
         self.body, self.sink, self.deadline = request.body, None, None
         self.keep_alive = request.keep_alive
@@ -221,11 +232,11 @@ class Downstream(asyncio.Protocol):
         if not buffer:
             if self.eof:
                 self.close()
-            elif self not in self.connections.idle:
+            elif not self.idle:
                 self._become_idle()
             return
-        if self.deadline is None or self in self.connections.idle:
-            self.connections.idle.pop(self, None)
+        if self.deadline is None or self.idle:
+            self.idle = False
             self.deadline = self.loop.time() + self.limits.read_timeout     # whole head, not per byte
         line_end = buffer.find(b"\r\n")
         if line_end > MAX_LINE_BYTES or line_end < 0 and len(buffer) > MAX_LINE_BYTES:
@@ -259,7 +270,7 @@ class Downstream(asyncio.Protocol):
     # -- the exchange --------------------------------------------------------------------------
     def _dispatch(self, head: bytes, abort: int | None) -> None:
         """After any injected delay: abort locally, or forward to the upstream."""
-        if self._gone():
+        if self.lingering or self.transport.is_closing():
             return
         if abort is not None:
             self.transport.write(local_reply(abort, b"fault filter abort", self.keep_alive))
@@ -410,35 +421,38 @@ class Upstream(asyncio.Protocol):
         if self.head_sent:
             self._relay(data, b"")
             return
-        self.buffer += data
+        if self.buffer:                              # a head in pieces (rare): join them
+            self.buffer += data
+            data = bytes(self.buffer)
+            self.buffer.clear()
         try:
-            self._read_head()
+            self._read_head(data)
         except FramingError as error:
             self._fail(str(error).encode())
 
-    def _read_head(self) -> None:
+    def _read_head(self, data: bytes) -> None:
+        start = 0
         while True:
-            end = self.buffer.find(HEAD_END)
-            if end < 0 and len(self.buffer) <= MAX_HEAD_BYTES:
+            end = data.find(HEAD_END, start)
+            if end < 0 and len(data) - start <= MAX_HEAD_BYTES:
+                self.buffer += data[start:]
                 return
-            if end < 0 or end > MAX_HEAD_BYTES:
+            if end < 0 or end - start > MAX_HEAD_BYTES:
                 raise FramingError("upstream response head too large", 502)
-            head = bytes(self.buffer[:end])
+            head = data[start:end]
             response = parse_response_head(head, self.head_only)
-            rest = bytes(self.buffer[end + 4:])
-            self.buffer.clear()
+            start = end + 4
             if response.status == 101:
                 raise FramingError("upstream switched protocols", 502)
             if response.status >= 200:
                 break
             self.downstream.transport.write(head + HEAD_END)     # 100 Continue and friends: relay, wait on
-            self.buffer += rest
         downstream = self.downstream
         self.reusable = response.reusable
         if isinstance(response.body, CloseBody):
             downstream.keep_alive = False
         self.head_sent, self.body = True, response.body
-        self._relay(rest, with_connection_header(head, response.has_connection, downstream.keep_alive))
+        self._relay(data[start:], with_connection_header(head, response.connection, downstream.keep_alive))
 
     def _relay(self, data: bytes, head: bytes) -> None:
         """Pass the response body (after `head`, if any) and finish at its end."""
