@@ -189,6 +189,27 @@ def test_valid_framing_is_forwarded_intact(live_proxy, request_bytes, echoed):
     assert json.loads(response.split(b"\r\n\r\n", 1)[1])["data"] == echoed
 
 
+def test_a_connection_token_list_is_understood(live_proxy):
+    proxy = live_proxy()
+    response = exchange(proxy.data_port, b"GET /get HTTP/1.1\r\nHost: x\r\nConnection: te, close\r\n\r\n", half_close=False)
+    assert first_status(response) == 200 and b"\r\nconnection: close" in response.split(b"\r\n\r\n")[0].lower()
+
+
+def test_bodies_survive_delays_and_aborts(live_proxy):
+    proxy = live_proxy()
+    body = bytes(range(48, 58)) * 10_000
+    by_length = b"POST /anything HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    by_chunks = CHUNKED + b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 3000]), body[i:i + 3000])
+                                   for i in range(0, len(body), 3000)) + b"0\r\n\r\n"
+    proxy.set_fault(delay__fixed_delay_percent=100, delay__fixed_duration_ms=200)
+    for request in (by_length, by_chunks):
+        response = exchange(proxy.data_port, request)          # the body waits out the delay, then flows
+        assert json.loads(response.split(b"\r\n\r\n", 1)[1])["data"] == body.decode()
+    proxy.set_fault(delay__fixed_delay_percent=0, abort__abort_percent=100)
+    response = exchange(proxy.data_port, by_length + by_chunks + b"GET /get HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert statuses(response) == [503, 503, 503]                # bodies dropped, framing kept
+
+
 def test_pipelined_aborts_do_not_recurse(live_proxy):
     proxy = live_proxy()
     proxy.set_fault(abort__abort_percent=100)

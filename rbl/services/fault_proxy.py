@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a started request must keep arriving within this (else 408)")
     parser.add_argument("--idle-timeout", type=_positive, default=3600.0, metavar="SECONDS",
                         help="close keep-alive connections idle this long")
-    parser.add_argument("--max-connections", type=int, default=1024,
+    parser.add_argument("--max-connections", type=_count, default=1024,
                         help="client connections at once; beyond it the longest idle one closes, else 503")
     args = parser.parse_args(argv)
     try:
@@ -264,6 +264,13 @@ def _positive(text: str) -> float:
     value = float(text)
     if not 0 < value < 1e6:
         raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 

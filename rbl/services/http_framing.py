@@ -84,6 +84,14 @@ def is_chunked(lowered_head: bytes) -> bool:
     return True
 
 
+def wants_keep_alive(connection: bytes | None, http10: bool) -> bool:
+    """Connection is a list of tokens (`close, te`); HTTP/1.0 closes unless asked to keep alive."""
+    if connection is None or connection in (b"close", b"keep-alive"):
+        return connection == b"keep-alive" if http10 else connection != b"close"
+    tokens = {token.strip(b" \t") for token in connection.split(b",")}
+    return b"keep-alive" in tokens if http10 else b"close" not in tokens
+
+
 class RequestHead(NamedTuple):
     method: bytes
     keep_alive: bool
@@ -108,8 +116,7 @@ def parse_request_head(head: bytes) -> RequestHead:
         raise FramingError("both transfer-encoding and content-length")   # the smuggling classic
     if chunked and http10:
         raise FramingError("transfer-encoding in an HTTP/1.0 request")
-    connection = header(lowered, b"connection")
-    keep_alive = connection == b"keep-alive" if http10 else connection != b"close"
+    keep_alive = wants_keep_alive(header(lowered, b"connection"), http10)
     if chunked:
         return RequestHead(match[1], keep_alive, ChunkedBody())
     return RequestHead(match[1], keep_alive, LengthBody(length) if length else None)
@@ -130,7 +137,7 @@ def parse_response_head(head: bytes, head_only: bool) -> ResponseHead:
     status = int(match[1])
     lowered = head.lower()
     connection = header(lowered, b"connection")
-    reusable = connection != b"close"
+    reusable = wants_keep_alive(connection, head.startswith(b"HTTP/1.0"))
     try:
         length = content_length(lowered)
         chunked = is_chunked(lowered)
