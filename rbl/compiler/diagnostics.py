@@ -68,6 +68,15 @@ class Diagnostics:
                 help: str | None = None) -> None:
         self._add("warning", code, message, span, label, secondary, notes, help)
 
+    def capped(self, code: str, severity: Severity = "error") -> bool:
+        """True when another `code` would not be shown: it is counted here, and the caller skips
+        building it (suggestions for 10^5 unknown names would cost more than the parse)."""
+        if self.counts.get(code, 0) < MAX_PER_CODE:
+            return False
+        self.counts[code] += 1
+        self.error_count += severity == "error"
+        return True
+
     def _add(self, severity, code, message, span, label, secondary, notes, help) -> None:
         self.counts[code] = self.counts.get(code, 0) + 1
         self.error_count += severity == "error"

@@ -101,6 +101,8 @@ def _coerce_type(node: ast.Scalar, ptype: ParamType, diags: Diagnostics, what: s
         if base == "enum":
             if node.name in ptype.members:
                 return Value("enum", node.name)
+            if diags.capped("E0211"):
+                return None
             guess = suggest(node.name, ptype.members)
             diags.error("E0211", f"`{node.name}` is not a value of {what}", node.span,
                         "unknown name",

@@ -26,6 +26,7 @@ def check_clients(ctx: CheckContext) -> None:
         ctx.diags.error("E0305", "the space has no clients", head, "no `client` block",
                         help="add e.g. `client tenacity.retry { stop_after_attempt = 3 }`")
     labels: dict[str, ast.Client] = {}
+    numbers: dict[str, int] = {}          # label -> the next #number to try (10^4 repeats stay linear)
     for block in clients:
         spec = _client(ctx, block)
         if spec is None:
@@ -37,9 +38,10 @@ def check_clients(ctx: CheckContext) -> None:
                                 "used again here", secondary=((labels[label].span, "first used here"),),
                                 help="give each client its own label")
                 continue
-            number = 2
+            number = numbers.get(label, 2)
             while f"{label}#{number}" in labels:
                 number += 1
+            numbers[label] = number + 1
             label = f"{label}#{number}"
             spec = ClientSpec(label, spec.library, spec.pattern, spec.params, spec.span, spec.share, spec.neutral)
         labels[label] = block
@@ -158,6 +160,8 @@ def _handoff_ok(ctx: CheckContext, item, definition, values) -> bool:
 
 
 def _unknown_param(ctx: CheckContext, item, library, pattern, aliases: dict[str, str]) -> None:
+    if ctx.diags.capped("E0206"):
+        return
     name = item.key.dotted
     if name in aliases:
         hint = f"`{name}` is the old name of `{aliases[name]}`: write `{aliases[name]}`"

@@ -82,6 +82,8 @@ def check_settings(ctx: CheckContext) -> None:
 
 
 def _unknown(ctx: CheckContext, item) -> None:
+    if ctx.diags.capped("E0209"):
+        return
     key = item.key.dotted
     guess = suggest(key, SPACE_SETTINGS)
     known = ", ".join(SPACE_SETTINGS)

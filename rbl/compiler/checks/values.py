@@ -57,6 +57,9 @@ def _list_axis(node: ast.ListValue, ptype: ParamType, diags: Diagnostics, what: 
             ok = False
             continue
         if value in seen:
+            if diags.capped("W0302", "warning"):
+                values.append(value)
+                continue
             diags.warning("W0302", f"{format_value(value)} appears twice in the axis of {what}", item.span,
                           "duplicate value", secondary=((seen[value], "first here"),),
                           help="each duplicate adds identical scenarios; remove it")
