@@ -306,7 +306,13 @@ class SinkUpstream:
                 connection, _ = self.server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+            threading.Thread(target=self._serve_quietly, args=(connection,), daemon=True).start()
+
+    def _serve_quietly(self, connection: socket.socket) -> None:
+        try:
+            self._serve(connection)
+        except OSError:
+            pass                                     # the proxy dropped the connection: that may be the test
 
     def _serve(self, connection: socket.socket) -> None:
         with connection:
@@ -402,6 +408,21 @@ def test_a_streamed_response_does_not_grow_memory(live_proxy, sink):
                 time.sleep(0.001)                    # a slow reader at first: the proxy must hold back
     assert total > BODY_MB << 20
     assert proxy.peak_rss_kb() - before < GROWTH_LIMIT_KB
+
+
+def test_a_client_that_stops_reading_is_dropped(live_proxy, sink):
+    proxy = live_proxy("--read-timeout", "1", upstream=sink.port)
+    with socket.create_connection(("127.0.0.1", proxy.data_port), timeout=ANSWER_WITHIN) as connection:
+        connection.sendall(b"GET /big?%d HTTP/1.1\r\nHost: x\r\n\r\n" % (BODY_MB << 20))
+        time.sleep(4)                                # read nothing: the proxy must give up
+        total = 0
+        try:
+            while got := connection.recv(1 << 20):
+                total += len(got)
+        except ConnectionResetError:
+            pass
+    assert total < BODY_MB << 20
+    assert first_status(exchange(proxy.data_port, b"GET /big?1048576 HTTP/1.1\r\nHost: x\r\n\r\n")) == 200
 
 
 # -- the upstream's framing ------------------------------------------------------------------------

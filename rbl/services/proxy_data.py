@@ -141,12 +141,15 @@ class Downstream(asyncio.Protocol):
         """The client does not read: stop reading its requests and the upstream's response."""
         self.write_paused = True
         self._pause("writing")
+        self.deadline = self.loop.time() + self.limits.read_timeout     # it must read on, or go
         if self.upstream is not None and not self.upstream.transport.is_closing():
             self.upstream.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.write_paused = False
         self._resume("writing")
+        if not self.idle and self.body is None:
+            self.deadline = None
         if self.upstream is not None and not self.upstream.transport.is_closing():
             self.upstream.transport.resume_reading()
 
@@ -160,9 +163,12 @@ class Downstream(asyncio.Protocol):
 
     def timed_out(self) -> None:
         """The client stalled (or idled too long): 408 if it is owed an answer, then close."""
-        if self.pauses:
+        if self.pauses and self.pauses != {"writing"}:
             return                                   # waiting on us, not on the client
-        if (self.in_request or self.buffer) and not self.replied:
+        if self.write_paused:
+            self.connections.remove(self)
+            self.transport.abort()                   # close() would wait for the unread bytes forever
+        elif (self.in_request or self.buffer) and not self.replied:
             self._reject(FramingError("request timeout", 408))
         else:
             self.close()
