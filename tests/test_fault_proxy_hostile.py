@@ -273,6 +273,7 @@ def test_beyond_the_cap_busy_connections_get_503_and_idle_ones_make_room(live_pr
     proxy = live_proxy("--max-connections", "50")
     with ExitStack() as stack:
         _open(proxy.data_port, 50, b"GET /get HTTP/1.1\r\nHo", stack)          # busy: a head in progress
+        time.sleep(0.5)                              # until the proxy has read those bytes
         assert first_status(exchange(proxy.data_port, b"GET /get HTTP/1.1\r\nHost: x\r\n\r\n")) == 503
         assert proxy.admin("GET", "/ready") == (200, "LIVE\n")
     time.sleep(0.5)
