@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from .compiler.diagnostics import Diagnostic, Label
 from .compiler.pipeline import compile_source
 from .compiler.source import SourceFile, Span
+from .compiler.urlpath import target_problem
 from .json_locations import Path, json_locations, path_text
 from .libraries.catalogue import LibraryDef, PatternDef, builtin_libraries
 from .original_clients import ORIGINAL_CLIENTS, WHOLE_NUMBER_TYPES, OriginalClient
@@ -39,8 +40,6 @@ PATTERN_NAMES = {"baseline": "baseline", "retry": "retry", "circuit_breaker": "c
 LEGACY_ENUM_VALUES = {"EXP_BACKOFF": "EXPONENTIAL_BACKOFF"}
 # Numbers rbl carries over: no benchmark setting needs more (and a 10^6-digit literal must not be written).
 LARGEST_EXPONENT, SMALLEST_EXPONENT, MOST_DIGITS = 12, -9, 30
-# A target path rbl can send as is: RFC 3986 path and query characters, percent-escapes whole.
-URL_PATH = re.compile(r"/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*")
 
 
 class ImportFailed(Exception):
@@ -199,9 +198,10 @@ class _Converter:
                                   "a URL has none; percent-encode it")
         parsed = urlsplit(url)
         path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
-        if not URL_PATH.fullmatch(path):
-            raise self.where.fail(f"`targetUrl` has a path rbl cannot send as is: {shown(path)}", ("targetUrl",),
-                                  "percent-encode spaces, quotes and other characters outside RFC 3986")
+        problem = target_problem(path)
+        if problem:
+            raise self.where.fail(f"`targetUrl` has a path rbl cannot send as is ({problem}): {shown(path)}",
+                                  ("targetUrl",), "percent-encode it (a space is %20)")
         return f'"{path}"'
 
     def _fault(self) -> list:
