@@ -34,6 +34,13 @@ def yaml_quote(value: object) -> str:
     return '"' + "".join(_escape(ch) for ch in str(value)) + '"'
 
 
+def comment_text(value: object) -> str:
+    """Text for the rest of a `# ...` comment line: one line (runs of whitespace, line breaks
+    included, become one space) with every character outside YAML's printable set written as an
+    escape. YAML parsers reject a raw control character even inside a comment."""
+    return "".join(ch if _printable(ch) else _escape(ch) for ch in " ".join(str(value).split()))
+
+
 def compose_quote(value: object) -> str:
     """As yaml_quote, for compose files: compose interpolates `$NAME` and `${NAME}` in every
     string, so a literal `$` is written `$$`."""

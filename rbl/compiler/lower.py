@@ -123,7 +123,7 @@ class _Lower(Transformer):
         text = str(token)
         digits = sum(ch.isdigit() for ch in text)
         if digits > MAX_DIGITS:
-            self.diagnostics.error("E0223", f"a number of {digits} digits", self._span(meta),
+            self.diagnostics.error("E0223", f"the number has {digits} digits", self._span(meta),
                                    "too many digits", help=f"numbers have at most {MAX_DIGITS} digits")
             return None
         value = parse(text)
