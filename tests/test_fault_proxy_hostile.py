@@ -440,6 +440,10 @@ class CannedUpstream(SinkUpstream):
             while b"\r\n\r\n" not in data:
                 data += connection.recv(65536)
             connection.sendall(self.response)
+            connection.shutdown(socket.SHUT_WR)      # a graceful close: unread input would reset the reply
+            connection.settimeout(ANSWER_WITHIN)
+            while connection.recv(1 << 20):
+                pass
 
 
 BAD_RESPONSES = {
@@ -464,6 +468,25 @@ def test_a_malformed_upstream_response_gets_502_or_a_close(live_proxy, name):
         assert first_status(response) in (502, 200), response[:200]     # 200: the head went out before the fault
         assert proxy.counters()["upstream_rq_failed"] == 1
         assert proxy.admin("GET", "/ready") == (200, "LIVE\n")
+    finally:
+        upstream.close()
+
+
+def test_an_early_answer_drops_the_rest_of_the_body_and_keeps_the_connection(live_proxy):
+    upstream = CannedUpstream(b"HTTP/1.1 413 Too Large\r\ncontent-length: 2\r\nconnection: close\r\n\r\nno")
+    try:
+        proxy = live_proxy(upstream=upstream.port)
+        body = b"z" * (20 << 20)
+        request = b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+        with socket.create_connection(("127.0.0.1", proxy.data_port), timeout=ANSWER_WITHIN) as connection:
+            sender = threading.Thread(target=connection.sendall, args=(request + body + b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n",))
+            sender.start()
+            received = b""
+            while received.count(b"\r\n\r\nno") < 2:
+                received += connection.recv(65536) or b"<closed>"
+                assert not received.endswith(b"<closed>"), received
+            sender.join(ANSWER_WITHIN)
+        assert statuses(received) == [413, 413]
     finally:
         upstream.close()
 

@@ -156,7 +156,10 @@ class Downstream(asyncio.Protocol):
     def close(self) -> None:
         self.connections.remove(self)
         self.deadline = None
-        self.transport.close()
+        if self.write_paused:
+            self.transport.abort()                   # close() would wait for unread bytes forever
+        else:
+            self.transport.close()
 
     def _gone(self) -> bool:
         return self.lingering or self.transport.is_closing()
@@ -165,10 +168,7 @@ class Downstream(asyncio.Protocol):
         """The client stalled (or idled too long): 408 if it is owed an answer, then close."""
         if self.pauses and self.pauses != {"writing"}:
             return                                   # waiting on us, not on the client
-        if self.write_paused:
-            self.connections.remove(self)
-            self.transport.abort()                   # close() would wait for the unread bytes forever
-        elif (self.in_request or self.buffer) and not self.replied:
+        if (self.in_request or self.buffer) and not self.replied and not self.write_paused:
             self._reject(FramingError("request timeout", 408))
         else:
             self.close()
@@ -379,6 +379,7 @@ class Downstream(asyncio.Protocol):
     def upstream_gone(self, upstream: "Upstream") -> None:
         if self.upstream is upstream:
             self.upstream = None
+            self._resume("upstream")                 # its write buffer no longer holds us back
 
 
 class Upstream(asyncio.Protocol):
