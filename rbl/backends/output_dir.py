@@ -84,6 +84,7 @@ def regular_file_inside(root: Path, name: str) -> Path | None:
 
 def _directory_inside(root: Path, relative: str) -> Path:
     """Create root/relative as real directories; a link or file on the way is refused."""
+    root.mkdir(parents=True, exist_ok=True)    # e.g. a docker run's deployment/ (the user named -o)
     path = root
     for part in filter(None, relative.split("/")):
         path = path / part
