@@ -63,3 +63,15 @@ def test_admin_validates_and_resets(start_proxy):
     proxy.get_many(5)
     assert proxy.admin("POST", "/reset_counters") == (200, "OK\n")
     assert set(proxy.counters().values()) == {0}
+
+
+def test_requests_without_a_fault_leave_the_seeded_sequence_alone(start_proxy):
+    """The runner probes the target (fault cleared) before each round: the decisions of the
+    faulted requests must not depend on how many such requests came first."""
+    sequences = []
+    for probes in (0, 7):
+        proxy = start_proxy(seed=5)
+        proxy.get_many(probes)
+        proxy.set_fault(abort__abort_percent=50)
+        sequences.append([status for status, _ in proxy.get_many(40)])
+    assert sequences[0] == sequences[1] and 503 in sequences[0] and 200 in sequences[0]

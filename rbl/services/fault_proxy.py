@@ -100,14 +100,18 @@ class FaultState:
         return None
 
     def decide(self) -> tuple[float, int | None]:
-        """(delay seconds, abort status or None) for the next request, delay drawn first."""
+        """(delay seconds, abort status or None) for the next request, delay drawn first. A fault
+        at 0% draws nothing, so requests made with no fault set (the runner's probe of the target
+        before each round) leave the seeded sequence of the faulted requests unchanged."""
         runtime = self.runtime
         delay = 0.0
-        if self.random.random() * 100 < runtime["fault.http.delay.fixed_delay_percent"]:
+        delay_percent = runtime["fault.http.delay.fixed_delay_percent"]
+        abort_percent = runtime["fault.http.abort.abort_percent"]
+        if delay_percent > 0 and self.random.random() * 100 < delay_percent:
             delay = runtime["fault.http.delay.fixed_duration_ms"] / 1000
             self.counters["fault.delays_injected"] += 1
         abort = None
-        if self.random.random() * 100 < runtime["fault.http.abort.abort_percent"]:
+        if abort_percent > 0 and self.random.random() * 100 < abort_percent:
             abort = runtime["fault.http.abort.http_status"]
             self.counters["fault.aborts_injected"] += 1
         return delay, abort
