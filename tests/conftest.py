@@ -9,10 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from typer.testing import CliRunner
 
 from .live_services import httpbin, start_proxy  # noqa: F401  (fixtures for every test module)
+
+# Fuzz tests draw the same examples on every run, so the suite passes or fails the same way in
+# CI as here; HYPOTHESIS_PROFILE=explore draws new ones (and finds what the fixed ones miss).
+settings.register_profile("repeatable", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
