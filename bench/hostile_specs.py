@@ -49,17 +49,34 @@ KINDS = {
 }
 
 
+# Runs `rbl check` and, at exit, writes the process's own peak RSS (VmHWM, in KB): rusage's
+# ru_maxrss would also count the RSS of this process at spawn time (it holds 10 MB specs).
+_WRAPPER = """
+import atexit, re, sys
+PEAK = sys.argv[2]
+def _peak():
+    status = open("/proc/self/status").read()
+    open(PEAK, "w").write(re.search(r"VmHWM:\\s+(\\d+)", status).group(1))
+atexit.register(_peak)
+sys.argv = ["rbl", "check", sys.argv[1]]
+from rbl.cli import main
+main()
+"""
+
+
 def measure(path: Path) -> tuple[float, float, int, int]:
     """(CPU seconds, peak RSS in MB, exit code, bytes of stderr) of `rbl check path` in a fresh
     process."""
-    with tempfile.TemporaryFile() as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "rbl", "check", str(path)],
-                                   stdout=subprocess.DEVNULL, stderr=stderr)
+    stderr, peak = path.with_suffix(".stderr"), path.with_suffix(".peak")
+    with stderr.open("wb") as err:
+        process = subprocess.Popen([sys.executable, "-c", _WRAPPER, str(path), str(peak)],
+                                   stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        output = stderr.tell()
+    output, rss_kb = stderr.stat().st_size, int(peak.read_text())
+    stderr.unlink()
+    peak.unlink()
     seconds = usage.ru_utime + usage.ru_stime
-    return seconds, usage.ru_maxrss / 1024, process.returncode, output   # ru_maxrss is in KB on Linux
+    return seconds, rss_kb / 1024, os.waitstatus_to_exitcode(status), output
 
 
 def _ratio(big: float, small: float) -> str:
