@@ -87,21 +87,6 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     pass
 
 
-def _read(path: Path) -> str:
-    if str(path) == "-":
-        return sys.stdin.read()
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"no such file: {path}", "check the path of the spec")
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, not a spec file")
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not UTF-8 text")
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror}")
-
-
 def _read_spec(path: Path) -> bytes:
     """A spec's bytes (decoded by the compiler, which locates encoding errors and applies the
     size limit; only as much is read as that limit needs)."""
@@ -358,12 +343,12 @@ def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test s
             output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the spec here instead of stdout."),
             force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")):
     """Convert a ResilienceBench JSON test space into an equivalent rbl spec."""
-    from .importer import ImportFailed, import_resiliencebench
+    from .importer import ImportFailed, import_file_bytes
 
     if output is not None and output.exists() and not force:
         raise UsageError(f"{output} already exists", "pass --force to overwrite it")
     try:
-        imported = import_resiliencebench(_read(file), str(file))
+        imported = import_file_bytes(_read_spec(file), _spec_name(file))
     except ImportFailed as failure:
         typer.echo(render_all([failure.diagnostic]), err=True)
         raise SpecError("import failed")

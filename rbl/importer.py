@@ -17,8 +17,9 @@ from math import prod
 from pathlib import Path as FilePath
 from urllib.parse import urlsplit
 
-from .compiler.diagnostics import Diagnostic, Label
+from .compiler.diagnostics import Diagnostic, Diagnostics, Label
 from .compiler.pipeline import compile_source
+from .compiler.reading import BOM, decode
 from .compiler.source import SourceFile, Span
 from .compiler.urlpath import target_problem
 from .json_locations import Path, json_locations, path_text
@@ -91,6 +92,15 @@ class _Json:
 
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
+
+
+def import_file_bytes(data: bytes, name: str) -> Imported:
+    """As import_resiliencebench, from a file's bytes: too large or not UTF-8 is a located error."""
+    diags = Diagnostics()
+    text = decode(data, name, diags)
+    if text is None:
+        raise ImportFailed(diags.items[0])
+    return import_resiliencebench(text.removeprefix(BOM), name)
 
 
 def import_resiliencebench(text: str, name: str) -> Imported:

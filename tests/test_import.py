@@ -122,3 +122,18 @@ def test_import_rejects_malformed_values_without_traceback(cli, tmp_path, fault,
     code, out, err = cli("import", path)
     assert code == 1 and out == ""
     assert "error[E0401]" in err and expected in err and "Traceback" not in err
+
+
+def test_import_reports_bytes_that_are_not_utf8_located(cli, tmp_path):
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"rounds": 1,\n "users": [1\xff]}')
+    code, out, err = cli("import", path)
+    assert code == 1 and out == ""
+    assert "latin1.json:2:13" in err and "0xFF" in err and "Traceback" not in err
+
+
+def test_import_accepts_a_bom(cli, tmp_path):
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + (REFERENCE_JSON / FILES[0]).read_bytes())
+    code, out, err = cli("import", path)
+    assert code == 0 and out.startswith("// Imported"), err

@@ -13,7 +13,7 @@ from importlib.resources import files
 import jinja2
 
 from .. import __version__
-from .yaml_text import compose_quote, yaml_quote
+from .yaml_text import comment_text, compose_quote, yaml_quote
 
 
 def template_dir():
@@ -30,16 +30,12 @@ class _PackageTemplates(jinja2.BaseLoader):
         return resource.read_text(encoding="utf-8"), None, lambda: True
 
 
-def _oneline(value: object) -> str:
-    return " ".join(str(value).split())
-
-
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=_PackageTemplates(), undefined=jinja2.StrictUndefined,
                              autoescape=False, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True)
-    env.filters.update(yaml=yaml_quote, compose=compose_quote, oneline=_oneline,
+    env.filters.update(yaml=yaml_quote, compose=compose_quote, oneline=comment_text,
                        toml=json.dumps)   # a JSON string of ASCII text is a TOML basic string
     env.globals["rbl_version"] = __version__
     return env

@@ -29,6 +29,8 @@ def _int(low: int, high: int | None = None) -> ParamType:
     return ParamType("int", bounds=tuple(bounds))
 
 
+MAX_DELAY_MS = 2**31 - 1
+
 SPACE_SETTINGS: dict[str, SettingDef] = {
     "rounds": SettingDef(_int(1), Value("int", 1), False, "times each scenario is run"),
     "users": SettingDef(_int(1), None, True, "virtual users per scenario (U)"),
@@ -38,9 +40,11 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
     "fault.kind": SettingDef(ParamType("enum", ("abort", "delay")), Value("enum", "abort"), False,
                              "abort (reply with fault.status) or delay (wait fault.duration)"),
     "fault.status": SettingDef(_int(200, 600), Value("int", 503), False, "HTTP status of injected aborts"),
+    # at most 2^31-1 ms: Envoy's fixed_duration_ms (and rbl's proxy) take a signed 32-bit integer
     "fault.duration": SettingDef(
-        ParamType("duration", bounds=(Bound(">", Value("duration", Fraction(0))),)), None, False,
-        "length of injected delays"),
+        ParamType("duration", bounds=(Bound(">", Value("duration", Fraction(0))),
+                                      Bound("<=", Value("duration", Fraction(MAX_DELAY_MS * 1_000_000))))),
+        None, False, "length of injected delays"),
     "fault.rate": SettingDef(
         ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
                                      Bound("<=", Value("percent", Fraction(100))))),
