@@ -244,16 +244,17 @@ SCENARIO_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", SCENARIO_CASES, ids=str)
-@pytest.mark.parametrize("fmt", ["json", "jsonl"])
+# a torn line exists only in a JSON Lines file; every other case is tried in both formats
+TAMPERED = [(case, fmt) for fmt in ("json", "jsonl") for case in SCENARIO_CASES
+            if not (fmt == "json" and case == "torn line")]
+
+
+@pytest.mark.parametrize("case,fmt", TAMPERED, ids=lambda value: str(value))
 def test_a_tampered_scenario_is_refused_with_its_place(plan, case, fmt):
     build, words = SCENARIO_CASES[case]
     lines = build(plan.scenarios)
     if fmt == "json":
-        try:
-            plan.scenarios[:] = [json.loads(line) for line in lines]
-        except ValueError:
-            pytest.skip("not expressible inside a JSON plan")
+        plan.scenarios[:] = [json.loads(line) for line in lines]
         refused(plan.save("json"))
     else:
         path = plan.save("jsonl", lines)
