@@ -29,6 +29,11 @@ def selected_profiles(capability: str | None = None) -> list:
     return [p for p in profiles if capability is None or getattr(p, capability) is not None]
 
 
+def ids(profiles) -> list[str]:
+    """Test ids: the profiles' names."""
+    return [p.name for p in profiles]
+
+
 def client_command(profile) -> list[str]:
     if profile.kind == "python":
         return [sys.executable, "-m", "rbl.services.python_client", "--library", profile.library]

@@ -8,17 +8,13 @@ from dataclasses import replace
 import pytest
 
 from . import checks
-from .conftest import selected_profiles
+from .conftest import ids, selected_profiles
 from .neutral import native_config
 from .mismapped import changed_keys as mismapped_changed, mismapped_client
 
 ALL = selected_profiles()
 RETRY = selected_profiles("retry_fixed")
 BREAKER = selected_profiles("breaker")
-
-
-def ids(profiles):
-    return [p.name for p in profiles]
 
 
 @pytest.mark.parametrize("profile", ALL, ids=ids(ALL))

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from rbl.services.protocol import MAX_COUNT
 
 from . import hostile
-from .conftest import selected_profiles
+from .conftest import ids, selected_profiles
 
 ALL = selected_profiles()
 FIELDS = ("strategy", "target_url", "successes", "max_requests", "share", "instance", "vu", "max_duration_ms")
@@ -23,10 +23,6 @@ json_values = st.recursive(
     allow_infinity=False) | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12)
-
-
-def ids(profiles):
-    return [p.name for p in profiles]
 
 
 def short(job: dict) -> dict:

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from . import hostile
-from .conftest import selected_profiles
+from .conftest import ids, selected_profiles
 
 ALL = selected_profiles()
 RETRY = selected_profiles("retry_fixed")
-
-
-def ids(profiles):
-    return [p.name for p in profiles]
 
 
 @pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
