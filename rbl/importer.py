@@ -13,7 +13,6 @@ import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from math import prod
 from pathlib import Path as FilePath
 from urllib.parse import urlsplit
 
@@ -22,7 +21,7 @@ from .compiler.pipeline import compile_source
 from .compiler.reading import BOM, decode
 from .compiler.source import SourceFile, Span
 from .compiler.urlpath import target_problem
-from .json_locations import Path, json_locations, path_text
+from .json_source import ImportFailed, JsonSource, Path, path_text, shown
 from .libraries.catalogue import LibraryDef, PatternDef, builtin_libraries
 from .original_clients import ORIGINAL_CLIENTS, WHOLE_NUMBER_TYPES, OriginalClient
 
@@ -43,51 +42,11 @@ LEGACY_ENUM_VALUES = {"EXP_BACKOFF": "EXPONENTIAL_BACKOFF"}
 LARGEST_EXPONENT, SMALLEST_EXPONENT, MOST_DIGITS = 12, -9, 30
 
 
-class ImportFailed(Exception):
-    def __init__(self, diagnostic: Diagnostic):
-        super().__init__(diagnostic.message)
-        self.diagnostic = diagnostic
-
-
 @dataclass
 class Imported:
     text: str                         # the rbl spec
     size: int                         # its scenarios, as the original expansion counts them
     diagnostics: list[Diagnostic] = field(default_factory=list)    # warnings: what differs, and why
-
-
-def shown(value, limit: int = 60) -> str:
-    """A JSON value quoted for a message or a spec comment: one line, control characters escaped."""
-    if isinstance(value, Decimal):           # a JSON number read exactly
-        return str(value)
-    try:
-        text = json.dumps(value, ensure_ascii=True, default=str)
-    except (ValueError, RecursionError):
-        text = "<value>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-class _Json:
-    """The JSON text, for locating the value a message is about."""
-
-    def __init__(self, source: SourceFile):
-        self.source = source
-        self.locations = json_locations(source.text)
-
-    def span_of(self, path: Path) -> Span:
-        for length in range(len(path), 0, -1):
-            found = self.locations.get(tuple(path[:length]))
-            if found is not None:
-                _, line, col = found
-                return Span(self.source, line, col, line, col + 1)
-        return Span.point(self.source, 1, 1)
-
-    def diagnostic(self, code: str, severity: str, message: str, path: Path, hint: str | None = None,
-                   notes: tuple[str, ...] = ()) -> Diagnostic:
-        return Diagnostic(code, severity, message, (Label(self.span_of(path), path_text(path)),), notes, hint)
-
-    def fail(self, message: str, path: Path, hint: str | None = None) -> ImportFailed:
-        return ImportFailed(self.diagnostic("E0401", "error", message, path, hint))
 
 
 def _reject_constant(name: str):
@@ -117,14 +76,14 @@ def import_resiliencebench(text: str, name: str) -> Imported:
         raise ImportFailed(Diagnostic("E0401", "error", f"unreadable JSON: {reason}",
                                       (Label(Span.point(source, 1, 1), ""),), (),
                                       "a ResilienceBench test space holds plain numbers, strings and lists"))
-    where = _Json(source)
+    where = JsonSource(source)
     if not isinstance(data, dict):
         raise where.fail("a ResilienceBench test space is a JSON object", ())
     return _Converter(data, where, FilePath(name).stem).convert()
 
 
 class _Converter:
-    def __init__(self, data: dict, where: _Json, stem: str):
+    def __init__(self, data: dict, where: JsonSource, stem: str):
         self.data = data
         self.where = where
         self.stem = stem
@@ -434,13 +393,3 @@ class _Converter:
 
 def _axis(values: list[str]) -> str:
     return f"in [{', '.join(values)}]" if len(values) != 1 else f"= {values[0]}"
-
-
-def expected_size(data: dict) -> int:
-    """Equation 1 read straight off the JSON (used by tests as an independent count)."""
-    users = data.get("users", data.get("concurrentUsers"))
-    rates = data["fault"]["percentage"]
-    clients = data.get("clientSpecs", data.get("patterns"))
-    confs = [prod(len(v) for v in (c.get("patternConfig") or c.get("configTemplate") or {}).values()
-                  if isinstance(v, list)) for c in clients]
-    return len(rates) * len(users) * sum(confs)

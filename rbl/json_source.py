@@ -1,5 +1,6 @@
 """Where each value of a JSON document starts, by path, so `rbl import` can point at the key a
-message is about (`clientSpecs[2].patternConfig.sleepDuration[1]`), not at its first namesake.
+message is about (`clientSpecs[2].patternConfig.sleepDuration[1]`), not at its first namesake;
+and how a JSON value is quoted in a message or a comment.
 
 One iterative pass over text that json.loads has already accepted: no recursion, linear time.
 """
@@ -8,6 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
+
+from .compiler.diagnostics import Diagnostic, Label
+from .compiler.source import SourceFile, Span
 
 Path = tuple[str | int, ...]
 
@@ -70,3 +75,43 @@ def path_text(path: Path) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
+
+
+def shown(value, limit: int = 60) -> str:
+    """A JSON value quoted for a message or a spec comment: one line, control characters escaped."""
+    if isinstance(value, Decimal):           # a JSON number read exactly
+        return str(value)
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=str)
+    except (ValueError, RecursionError):
+        text = "<value>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class ImportFailed(Exception):
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
+
+
+class JsonSource:
+    """The JSON text, for locating the value a message is about."""
+
+    def __init__(self, source: SourceFile):
+        self.source = source
+        self.locations = json_locations(source.text)
+
+    def span_of(self, path: Path) -> Span:
+        for length in range(len(path), 0, -1):
+            found = self.locations.get(tuple(path[:length]))
+            if found is not None:
+                _, line, col = found
+                return Span(self.source, line, col, line, col + 1)
+        return Span.point(self.source, 1, 1)
+
+    def diagnostic(self, code: str, severity: str, message: str, path: Path, hint: str | None = None,
+                   notes: tuple[str, ...] = ()) -> Diagnostic:
+        return Diagnostic(code, severity, message, (Label(self.span_of(path), path_text(path)),), notes, hint)
+
+    def fail(self, message: str, path: Path, hint: str | None = None) -> ImportFailed:
+        return ImportFailed(self.diagnostic("E0401", "error", message, path, hint))

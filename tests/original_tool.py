@@ -5,6 +5,8 @@ order (first key slowest). Used by the import tests and, as the naive baseline, 
 
 from __future__ import annotations
 
+from math import prod
+
 
 def _generate(template: dict, keys: list) -> list[dict]:
     out = []
@@ -34,3 +36,13 @@ def build_scenarios(conf: dict) -> list[dict]:
                                           "strategy": spec["strategy"], "maxRequests": conf["maxRequests"],
                                           "successfulRequests": conf["succRequests"]})
     return scenarios
+
+
+def expected_size(data: dict) -> int:
+    """Equation 1 read straight off the JSON (used by tests as an independent count)."""
+    users = data.get("users", data.get("concurrentUsers"))
+    rates = data["fault"]["percentage"]
+    clients = data.get("clientSpecs", data.get("patterns"))
+    confs = [prod(len(v) for v in (c.get("patternConfig") or c.get("configTemplate") or {}).values()
+                  if isinstance(v, list)) for c in clients]
+    return len(rates) * len(users) * sum(confs)

@@ -8,11 +8,10 @@ import json
 import pytest
 
 from rbl.compiler.pipeline import compile_source
-from rbl.importer import expected_size
 from rbl.libraries.catalogue import builtin_libraries
 
 from .conftest import REFERENCE_JSON
-from .original_tool import build_scenarios
+from .original_tool import build_scenarios, expected_size
 
 FILES = sorted(p.name for p in REFERENCE_JSON.glob("*.json"))
 
