@@ -131,3 +131,14 @@ def test_a_silent_service_times_out_with_a_clear_message(tmp_path):
     finally:
         service.stop(grace=0.5)
     assert not service.alive
+
+
+def test_clients_are_started_with_room_for_the_largest_round():
+    from rbl.backends.deployment import deployment_for
+    from rbl.backends.images import parse_image_overrides
+    from rbl.services.protocol import MAX_JOBS, max_jobs_arguments
+    assert max_jobs_arguments(MAX_JOBS - 100) == ()
+    assert max_jobs_arguments(1000) == ("--max-jobs", "1016")
+    header = {"name": "big", "users": [10, 1000], "clients": [{"library": "tenacity", "service": "python"}]}
+    client = deployment_for(header, parse_image_overrides([], ["target", "client-python"])).services[1]
+    assert client.command[-2:] == ("--max-jobs", "1016")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..services.protocol import max_jobs_arguments
 from .images import ImageChoice
 
 PROXY_PORT = 9211       # the fault proxy's data port (the paper's `server:9211`)
@@ -144,8 +145,9 @@ def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_L
     services = [_target_service(images, layout)]
     dockerfiles = [] if images.is_prebuilt("target") else ["target.Dockerfile"]
     warnings = []
+    max_users = max(header["users"], default=0)
     for index, (library, kind) in enumerate(client_libraries(header)):
-        service = _client_service(library, kind, index, images, layout)
+        service = _client_service(library, kind, index, images, layout, max_users)
         services.append(service)
         if service.build and service.build.dockerfile not in dockerfiles:
             dockerfiles.append(service.build.dockerfile)
@@ -178,7 +180,8 @@ def _target_service(images: ImageChoice, layout: Layout) -> Service:
     )
 
 
-def _client_service(library: str, kind: str, index: int, images: ImageChoice, layout: Layout) -> Service:
+def _client_service(library: str, kind: str, index: int, images: ImageChoice, layout: Layout,
+                    max_users: int) -> Service:
     recipe = CLIENT_RECIPES.get(kind)
     image_name = client_image_name(kind)
     port = layout.client_port(index)
@@ -197,5 +200,6 @@ def _client_service(library: str, kind: str, index: int, images: ImageChoice, la
             "target": f"{target_host}:{layout.proxy_port}"}
     build = None if images.is_prebuilt(image_name) else Build(
         recipe.dockerfile, {f"{base.upper()}_IMAGE": images.bases[base] for base in recipe.base_args})
-    return Service(**common, build=build, command=tuple(a.format(**fill) for a in recipe.command),
+    command = tuple(a.format(**fill) for a in recipe.command) + max_jobs_arguments(max_users)
+    return Service(**common, build=build, command=command,
                    healthcheck=tuple(a.format(**fill) for a in recipe.healthcheck))

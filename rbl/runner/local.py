@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EnvironmentMissing, UsageError
-from ..services.protocol import MAX_JOBS
+from ..services.protocol import max_jobs_arguments
 from .fault_control import FaultControl
 from .liveness import TOKEN_ENV, process_problem
 from .processes import Service, free_port
@@ -25,7 +25,6 @@ from .processes import Service, free_port
 HOST = "127.0.0.1"
 READY_TIMEOUT = 30.0
 PROXY_KINDS = ("auto", "builtin", "envoy")
-CONNECTION_MARGIN = 16       # beyond the virtual users: health checks, a restarted round's stragglers
 
 
 @dataclass
@@ -153,8 +152,7 @@ class LocalBackend:
             raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
         # --target: the only address the client may send requests to, the fault proxy's data port
         argv += ["--listen", f"{HOST}:0", "--target", f"{HOST}:{self.proxy_port}"]
-        if self.options.max_users + CONNECTION_MARGIN > MAX_JOBS:      # the service's default cap
-            argv += ["--max-jobs", str(self.options.max_users + CONNECTION_MARGIN)]
+        argv += max_jobs_arguments(self.options.max_users)     # above the service's default cap
         service = self._start(f"{library} client service", argv, f"client-{library}.log")
         (port,) = service.read_announcement("listening", READY_TIMEOUT)
         service.wait_http(f"http://{HOST}:{port}/health", READY_TIMEOUT)

@@ -58,6 +58,13 @@ MAX_STEPS = 8
 MAX_INSTANCE_CHARS = 1024
 MAX_URL_CHARS = 2048
 CUT_GRACE_MS = 250                   # how late after max_duration_ms the reply may come
+JOB_MARGIN = 16                      # connections beyond the virtual users: health checks, stragglers
+
+
+def max_jobs_arguments(max_users: int) -> tuple[str, ...]:
+    """The `--max-jobs` a runner passes when a round has more virtual users than MAX_JOBS allows."""
+    needed = max_users + JOB_MARGIN
+    return ("--max-jobs", str(needed)) if needed > MAX_JOBS else ()
 DISCONNECT_CHECK_S = 0.1
 INT64_MAX = (1 << 63) - 1
 
