@@ -17,12 +17,13 @@ import typer
 
 from . import __version__
 from .compiler.codes import CODES, explain as explain_code
-from .compiler.pipeline import CompileResult, compile_bytes, compile_source
+from .compiler.pipeline import CompileResult, compile_bytes
 from .compiler.reading import read_limited
 from .compiler.plan import FORMATS, plan_header, write_plan, write_json_plan, write_scenarios
 from .compiler.expand import iter_scenario_lines
 from .compiler.render import render_all
-from .errors import EXIT_INTERNAL, RblError, SpecError, UsageError
+from .errors import EXIT_INTERNAL, EXIT_STORAGE, RblError, SpecError, UsageError
+from .runner.durable import is_storage_error
 from .planview import plan_summary
 
 
@@ -58,11 +59,25 @@ class RblGroup(typer.core.TyperGroup):
             # the reader went away (`rbl compile -o - | head`): stop quietly, as Unix tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(141)
-        except Exception:  # a bug in rbl: say so plainly, keep the traceback for the report
-            typer.echo("internal error: rbl failed unexpectedly; please report this with the "
-                       "traceback below", err=True)
-            typer.echo(traceback.format_exc(), err=True)
-            ctx.exit(EXIT_INTERNAL)
+        except OSError as error:
+            if not is_storage_error(error):
+                _internal_error(ctx)
+            # the disk refused a write (compiling, or writing stdout to a file): not a bug
+            where = f" {error.filename}" if error.filename else ""
+            typer.echo(f"error: cannot write{where}: {os.strerror(error.errno)}", err=True)
+            typer.echo("  = help: free some space (or fix the device) and run the command again; "
+                       "a partly written -o directory then needs --force", err=True)
+            ctx.exit(EXIT_STORAGE)
+        except Exception:
+            _internal_error(ctx)
+
+
+def _internal_error(ctx) -> None:
+    """A bug in rbl: say so plainly, keep the traceback for the report."""
+    typer.echo("internal error: rbl failed unexpectedly; please report this with the "
+               "traceback below", err=True)
+    typer.echo(traceback.format_exc(), err=True)
+    ctx.exit(EXIT_INTERNAL)
 
 
 app = typer.Typer(

@@ -173,3 +173,16 @@ def test_readme_commands_are_real():
     assert "python3 -m pytest -q" in readme.split("<!-- test-command -->")[1].split("<!-- /test-command -->")[0]
     assert "pip install -e '.[test]' && rbl run examples/quickstart.rbl" in readme
     assert (REPO / "examples" / "quickstart.rbl").is_file()
+
+
+def test_a_full_disk_is_exit_5_with_a_message_not_a_traceback(cli, monkeypatch, tmp_path):
+    import errno
+
+    import rbl.cli
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(rbl.cli, "write_plan", full)
+    code, _, err = cli("compile", QUICKSTART, "-o", tmp_path / "out")
+    assert code == 5 and "No space left on device" in err and "Traceback" not in err

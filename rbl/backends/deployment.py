@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..compiler.plan import axis_largest
 from ..services.protocol import max_jobs_arguments
 from .images import ImageChoice
 
@@ -145,7 +146,7 @@ def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_L
     services = [_target_service(images, layout)]
     dockerfiles = [] if images.is_prebuilt("target") else ["target.Dockerfile"]
     warnings = []
-    max_users = max(header["users"], default=0)
+    max_users = axis_largest(header["users"])
     for index, (library, kind) in enumerate(client_libraries(header)):
         service = _client_service(library, kind, index, images, layout, max_users)
         services.append(service)

@@ -29,6 +29,13 @@ def _axis(axis, to_native) -> object:
     return [to_native(v) for v in axis]
 
 
+def axis_largest(record) -> int:
+    """The largest value of a numeric axis as _axis wrote it (a list, or a long range's description)."""
+    if isinstance(record, dict):
+        return max(record["from"], record["to"])
+    return max(record, default=0)
+
+
 def breakdown(space: TestSpace) -> dict:
     return {
         "faults": len(space.fault.rates),

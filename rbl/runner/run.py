@@ -23,6 +23,7 @@ from typing import Iterable
 from rich.console import Console
 
 from .. import __version__
+from ..compiler.plan import axis_largest
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, EnvironmentMissing, RblError, StorageError, UsageError
 from .client_builds import BUILT_CLIENTS, client_jar
 from .durable import is_storage_error, storage_error
@@ -121,7 +122,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     if options.seed is None:
         options.seed = random.randrange(2**32)
     libraries = {c["library"]: c["service"] for c in header["clients"]}
-    options.max_users = max(header["users"], default=0)
+    options.max_users = axis_largest(header["users"])
     manifest = run.read_manifest() or _new_manifest(header, list(libraries))
     session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
                "target_workers": options.workers, "target_threads": options.threads,
