@@ -142,3 +142,15 @@ def test_clients_are_started_with_room_for_the_largest_round():
     header = {"name": "big", "users": [10, 1000], "clients": [{"library": "tenacity", "service": "python"}]}
     client = deployment_for(header, parse_image_overrides([], ["target", "client-python"])).services[1]
     assert client.command[-2:] == ("--max-jobs", "1016")
+
+
+def test_the_largest_round_of_a_long_users_range_comes_from_its_description(cli, tmp_path):
+    from rbl.compiler.plan import axis_largest
+    spec = tmp_path / "long.rbl"
+    spec.write_text("space long {\n  users in 1..100000\n  client tenacity.retry {}\n}\n")
+    code, out, err = cli("compile", spec, "-o", tmp_path / "out")
+    assert code == 0, err
+    header = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert isinstance(header["users"], dict) and axis_largest(header["users"]) == 100000
+    compose = (tmp_path / "out" / "docker-compose.yaml").read_text()
+    assert '"--max-jobs"' in compose and '"100016"' in compose
