@@ -178,3 +178,16 @@ def test_report_errors_are_usage_errors(run_dir, tmp_path):
     assert done.returncode == 2 and "not an rbl run directory" in done.stderr
     done = rbl("report", str(run_dir), "--metric", "speed", "-o", str(tmp_path / "r"), cwd=tmp_path)
     assert done.returncode == 2 and "unknown metric 'speed'" in done.stderr and "throughput" in done.stderr
+
+
+@pytest.mark.parametrize("manifest", [b"[1,2", b'{"versions": 5}', b'{"versions": {}, "sessions": [{}]}', b"\xff"])
+def test_a_damaged_run_directory_still_reports_what_is_whole(run_dir, tmp_path, manifest):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("report", "logs"))
+    whole = (copy / "results.jsonl").read_bytes()
+    (copy / "results.jsonl").write_bytes(whole + b'\xff\xfe\n[]\n42\n{}\n{"scenarioId": "x"}\n')
+    (copy / "manifest.json").write_bytes(manifest)
+    done = rbl("report", str(copy), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "5 lines of" in done.stdout + done.stderr and "Traceback" not in done.stderr
+    assert len(cells_json(copy / "report")) == len(cells_json(run_dir / "report"))

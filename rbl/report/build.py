@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ..backends.templating import render_html
 from ..errors import UsageError
+from ..runner.run_checks import manifest_problem
 from ..runner.metrics import LATENCY_COLUMNS, METRIC_COLUMNS
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
@@ -38,7 +39,8 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     if unknown:
         raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
     out_dir = out_dir or run_dir / "report"
-    header, cells = load_cells(run_dir, metrics, resamples, seed)
+    header, cells = load_cells(run_dir, metrics, resamples, seed,
+                               warn=lambda text: console.print(f"warning: {text}", highlight=False))
     if not any(cell.rounds for cell in cells):
         raise UsageError(f"{run_dir} has no results yet", hint=f"finish it with `rbl run --resume {run_dir}`")
     records = cells_as_records(header, cells, metrics)
@@ -49,8 +51,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         files += paths
         figures.append({"title": METRIC_TITLES.get(metric, metric),
                         "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    manifest = _manifest(run_dir / "manifest.json", console)
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
@@ -81,3 +82,17 @@ def print_table(records: list[dict], metrics: list[str], console: Console) -> No
         table.add_row(r["configuration"], f"{r['faultRate']:g}", str(r["users"]), *cells,
                       r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]")
     console.print(table)
+
+
+def _manifest(path: Path, console: Console) -> dict:
+    """The run's manifest for the report's header; a damaged one is reported and left out."""
+    try:
+        manifest = json.loads(path.read_bytes().decode("utf-8")) if path.is_file() else {}
+    except (OSError, ValueError, RecursionError) as error:
+        console.print(f"warning: {path} is not readable ({error}); the report leaves it out", highlight=False)
+        return {}
+    problem = manifest_problem(manifest) if manifest else None
+    if problem:
+        console.print(f"warning: {path} is damaged ({problem}); the report leaves it out", highlight=False)
+        return {}
+    return manifest

@@ -64,8 +64,10 @@ def configuration_label(scenario: dict, axes: list[str]) -> str:
     return f"{scenario['client']} {values}".strip()
 
 
-def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: int = 0) -> tuple[dict, list[Cell]]:
-    """The run's plan header and its cells in plan order, with an estimate per metric."""
+def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: int = 0,
+               warn=lambda text: None) -> tuple[dict, list[Cell]]:
+    """The run's plan header and its cells in plan order, with an estimate per metric. Lines of
+    results.jsonl that are not rows of this plan are left out, and `warn` says how many."""
     run = RunDirectory(run_dir)
     header = run.plan_header()
     cells = {s["id"]: Cell(s) for s in run.scenarios()}
@@ -73,6 +75,9 @@ def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: i
         cell = cells.get(row["scenarioId"])
         if cell is not None:
             cell.rounds.setdefault(row["round"], []).append(row)
+    if run.skipped_rows:
+        warn(f"{run.skipped_rows} line{'s' if run.skipped_rows != 1 else ''} of {run_dir / 'results.jsonl'} "
+             "are not rows of this plan (damaged or edited) and are left out; `rbl run --resume` redoes their rounds")
     for failure in run.failures():
         cell = cells.get(failure["scenarioId"])
         # a round that failed and was later redone by --resume has rows: it no longer counts

@@ -208,12 +208,22 @@ class RunDirectory:
                 yield scenario
 
     def rows(self) -> Iterator[dict]:
-        """The rows of results.jsonl (lines that are not row objects are skipped: --resume drops them)."""
+        """The rows of results.jsonl. A line that is not a valid row of this plan (damaged, or edited
+        by hand) is skipped and counted in skipped_rows, as --resume would drop it."""
+        header = self.plan_header()
+        users_of = {s["id"]: s["users"] for s in self.scenarios(header)}
+        self.skipped_rows = 0
         with (self.path / RESULTS).open("rb") as lines:
             for raw in lines:
+                if not raw.strip():
+                    continue
                 row, problem = parse_line(raw)
-                if problem is None and isinstance(row, dict):
+                if problem is None:
+                    problem = row_problem(row, users_of, header["rounds"])
+                if problem is None:
                     yield row
+                else:
+                    self.skipped_rows += 1
 
     def failures(self) -> list[dict]:
         path = self.path / FAILURES
