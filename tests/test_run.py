@@ -216,15 +216,21 @@ space long {
 """
 
 
-def _start_long_run(work: Path, *options: str) -> tuple[subprocess.Popen, Path]:
-    (work / "long.rbl").write_text(LONG_SPACE)
+def start_run_in_background(work: Path, spec: str, *options: str,
+                            first_round_within: float = 60) -> tuple[subprocess.Popen, Path]:
+    """`rbl run` of `spec` as a separate process writing work/out, once its first round is saved."""
+    (work / "long.rbl").write_text(spec)
     process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out", *options], cwd=work,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": str(REPO)})
     out = work / "out"
     wait_until(lambda: (out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size > 0,
-               60, "the first finished round")
+               first_round_within, "the first finished round")
     return process, out
+
+
+def _start_long_run(work: Path, *options: str) -> tuple[subprocess.Popen, Path]:
+    return start_run_in_background(work, LONG_SPACE, *options)
 
 
 def _service_pids(out: Path) -> list[int]:

@@ -13,7 +13,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,8 +33,8 @@ from rbl.runner.liveness import TOKEN_HEADER, ServicesLost, probe_target
 from rbl.runner.local import LocalOptions
 from rbl.runner.results import PARTIAL, RunDirectory
 
-from .conftest import REPO, run_rbl
-from .test_run import process_gone, rows, wait_until
+from .conftest import run_rbl
+from .test_run import rows, start_run_in_background
 
 SPEC = """space h {
   rounds = 3
@@ -479,14 +478,7 @@ LONG = """space long {
 
 
 def _long_run(work: Path, *args: str) -> tuple[subprocess.Popen, Path]:
-    (work / "long.rbl").write_text(LONG)
-    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out", *args], cwd=work,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
-    out = work / "out"
-    wait_until(lambda: (out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size > 0, 90,
-               "the first finished round")
-    return process, out
+    return start_run_in_background(work, LONG, *args, first_round_within=90)
 
 
 def test_a_second_runner_on_the_same_directory_is_refused_with_the_holders_pid(tmp_path):
