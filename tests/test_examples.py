@@ -11,7 +11,7 @@ from rbl.compiler.pipeline import compile_file
 from .conftest import EXAMPLES
 
 PAPER_SIZES = {"ccpe-listing3.rbl": 90, "ccpe-listing4.rbl": 210, "sbrc2022-retry.rbl": 54}
-# The papers' Polly/Resilience4j retry pairs are not equivalent (library-semantics.md section 9):
+# The papers' Polly/Resilience4j retry pairs are not equivalent (docs/library-semantics.md section 7):
 # the equivalence lint must say so, and only there.
 EXPECTED_WARNINGS = {"ccpe-listing4.rbl": ["W0501"], "sbrc2022-retry.rbl": ["W0501"]}
 ALL = sorted(p.name for p in EXAMPLES.glob("*.rbl"))

@@ -1,4 +1,4 @@
-"""Library-neutral values: each library's formulas (library-semantics.md sections 1, 2, 7, 9) and
+"""Library-neutral values: each library's formulas (docs/library-semantics.md sections 1-4 and 7) and
 the mapping from the neutral model onto native parameters, which must reproduce the neutral waits."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def mapped(library: str, neutral) -> tuple[dict, tuple]:
     return result.native, result.gaps
 
 
-# -- the formulas, against the worked example of library-semantics.md section 9 --------------------
+# -- the formulas, against the worked example of docs/library-semantics.md section 7 --------------------
 @pytest.mark.parametrize("sleep,expected,total", [
     (20, (30, 45, 67.5, 101.25, 151.875), 395.625),
     (40, (60, 90, 135, 202.5, 303.75), 791.25),

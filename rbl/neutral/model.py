@@ -2,7 +2,7 @@
 
 Retry (docs/library-semantics.md section 6): `attempts` counts the first call; the wait before retry k
 (k = 1 .. attempts-1) is `initial * multiplier^(k-1)`, capped at `max`, exactly (no step-wise
-truncation). Circuit breaker (8.2): opens after `consecutive_failures(n)`, stays open `open_for`,
+truncation). Circuit breaker (same section): opens after `consecutive_failures(n)`, stays open `open_for`,
 then lets `half_open_permits` probe calls through; a failed probe opens it again.
 """
 

@@ -1,7 +1,7 @@
 """What the conformance suite needs to know of each client service: its library, its patterns,
 and how a few behaviours are written in the library's native parameters (the catalogue's names
 and units, as a plan hands them over), with the waits the library documents for them
-(../shared/reference/library-semantics.md)."""
+(docs/library-semantics.md)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import java.util.Map;
 
 /**
  * The patterns this client offers, each spec parameter mapped to its Resilience4j builder call
- * (../shared/reference/library-semantics.md section 1). Parameter names and units are the
+ * (docs/library-semantics.md section 1). Parameter names and units are the
  * catalogue's (rbl/libraries/prelude.rbl): durations arrive as integer milliseconds, rates as
  * percentages.
  */
@@ -104,7 +104,7 @@ final class Strategies {
     }
 
     /**
-     * The neutral model's closed form (library-semantics.md section 9): the wait before retry k is
+     * The neutral model's closed form (docs/library-semantics.md section 6): the wait before retry k is
      * round(initial * multiplier^(k-1)) ms, capped. ofExponentialBackoff instead truncates to a whole
      * millisecond at every step, so its waits drift below the ideal (100 instead of 101.25 for 20/1.5).
      */
