@@ -1,4 +1,4 @@
-"""The Envoy bootstrap of the fault proxy role (DESIGN 5.1), rendered from templates/envoy.yaml.j2.
+"""The Envoy bootstrap of the fault proxy role (the admin API of rbl/services/fault_proxy.py), rendered from templates/envoy.yaml.j2.
 
 Used by `rbl compile` (the target container's config) and by `rbl run --proxy envoy` (loopback).
 The template says what the runner relies on; tests/test_envoy_config.py validates the output

@@ -1,4 +1,4 @@
-"""The plan: the compiler's output document (DESIGN 4), written as JSON, JSON Lines or CSV."""
+"""The plan: the compiler's output document (rbl/schemas/plan-v1.schema.json), written as JSON, JSON Lines or CSV."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The typed test space: what the checker produces and expansion consumes (DESIGN section 2)."""
+"""The typed test space: what the checker produces and expansion consumes (the seed paper's Definitions 1-3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Executes a plan: every scenario x round in Algorithm 1 order, one at a time (DESIGN 5).
+"""Executes a plan: every scenario x round in Algorithm 1 order, one at a time (README, Running).
 
 Per round: set the scenario's fault and confirm it, reset the proxy's counters, start `u`
 virtual users at once (one POST /run each to the client service), wait for all of them, read the

@@ -1,4 +1,4 @@
-"""Table 2 of the seed paper, computed centrally from a client's raw observations (DESIGN 5.2).
+"""Table 2 of the seed paper, computed centrally from a client's raw observations (rbl/services/protocol.py).
 
 Every library's client returns the same raw shape, so every metric is computed here, once, the
 same way. Names are the original tool's (its CSV columns); times are in milliseconds as there,

@@ -1,4 +1,4 @@
-"""The run directory (DESIGN 5.3): plan, manifest, results.jsonl, failures, CSV, logs.
+"""The run directory (README, Running): plan, manifest, results.jsonl, failures, CSV, logs.
 
 results.jsonl holds one row per (scenario, round, virtual user). All rows of a round are written
 with one write, flushed and fsynced (and cut back if the write fails), so a crash or a full disk

@@ -1,4 +1,4 @@
-"""rbl's fault-injecting HTTP/1.1 proxy, interchangeable with Envoy for the runner (DESIGN 5.1).
+"""rbl's fault-injecting HTTP/1.1 proxy, interchangeable with Envoy for the runner.
 
 Data port: forwards requests to the upstream (httpbin), per request first deciding a delay with
 probability Pd, then an abort with probability Pa (Envoy's order: a delayed request may also be

@@ -1,4 +1,4 @@
-"""rbl client protocol v1 (DESIGN 5.2): the job a client service receives and what it returns.
+"""rbl client protocol v1: the job a client service receives and what it returns.
 
 Start-up: a client service takes `--listen HOST:PORT` and `--target HOST:PORT` (required): the
 only host and port its jobs may send requests to (the runner passes the fault proxy's data
