@@ -7,7 +7,6 @@ import io
 import json
 import re
 from importlib import resources
-from pathlib import Path
 
 import jsonschema
 import pytest

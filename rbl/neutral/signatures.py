@@ -10,7 +10,7 @@ inside a call (`initial in [20ms, 40ms]`) become ordinary client axes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from ..compiler.types import Bound, ParamDef, ParamType

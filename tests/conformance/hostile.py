@@ -198,7 +198,7 @@ def check_only_the_target_is_reachable(url: str, proxy) -> None:
     for target in (f"http://127.0.0.2:{port}/bytes/10", f"http://localhost:{port}/bytes/10",
                    f"http://127.0.0.1:{proxy.admin_port}/stats", f"http://127.0.0.1:{port}@127.0.0.2:{port}/pwned",
                    f"http://127.0.0.1:{port}:{port}/", f"https://127.0.0.1:{port}/", f"HTTP://127.0.0.1:{port}/",
-                   f"http://127.0.0.1/bytes/10", f"http://[::1]:{port}/", f"http://127.0.0.1:{port}#frag"):
+                   "http://127.0.0.1/bytes/10", f"http://[::1]:{port}/", f"http://127.0.0.1:{port}#frag"):
         status, reply = post(url, "/run", job_for(proxy, target_url=target))
         assert status == 400 and reply.get("error"), f"target {target} answered {status}: {reply}"
     status, reply = post(url, "/run", job_for(proxy, target_url=f"http://127.0.0.1:{port}/bytes/10?x=1"))

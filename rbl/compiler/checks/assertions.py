@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from math import prod
-
 from .. import ast
 from ..space import SizeAssertion
 from ..types import COMPARATORS
