@@ -65,7 +65,19 @@ def plan_header(space: TestSpace) -> dict:
         "successes": space.successes,
         "max_requests": space.max_requests,
         "clients": [_client(c) for c in space.clients],
+        **_design(space),
     }
+
+
+def _design(space: TestSpace) -> dict:
+    """The run order and warm-up, only when the spec departs from the defaults (Algorithm 1's
+    order, no warm-up), so plans of specs that say nothing about them stay as they were."""
+    design: dict = {}
+    if space.order != "sequential":
+        design["order"] = {"kind": space.order, **({} if space.order_seed is None else {"seed": space.order_seed})}
+    if space.warmup:
+        design["warmup"] = space.warmup
+    return design
 
 
 def _client(client) -> dict:

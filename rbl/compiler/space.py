@@ -87,6 +87,9 @@ class TestSpace:
     fault: Fault
     clients: tuple[ClientSpec, ...]
     assertions: tuple[SizeAssertion, ...] = ()
+    order: str = "sequential"      # the run order (rbl/runner/run_order.py)
+    order_seed: int | None = None  # randomized: the seed, when the spec fixes it
+    warmup: int = 0                # rounds per scenario before `rounds`, excluded from the report
 
     @property
     def size(self) -> int:

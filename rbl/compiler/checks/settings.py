@@ -30,6 +30,7 @@ def _int(low: int, high: int | None = None) -> ParamType:
 
 
 MAX_DELAY_MS = 2**31 - 1
+ORDERS = ("sequential", "randomized", "blocked")
 
 SPACE_SETTINGS: dict[str, SettingDef] = {
     "rounds": SettingDef(_int(1), Value("int", 1), False, "times each scenario is run"),
@@ -49,6 +50,15 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
         ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
                                      Bound("<=", Value("percent", Fraction(100))))),
         Value("percent", Fraction(0)), True, "share of requests faulted (F)"),
+    # experiment design (rbl/runner/run_order.py): the order rounds run in, and rounds run first
+    # per scenario, stored but left out of the report's statistics
+    "order": SettingDef(ParamType("enum", ORDERS), Value("enum", "sequential"), False,
+                        "sequential (Algorithm 1), randomized (all rounds shuffled) or blocked "
+                        "(round 1 of every scenario, then round 2, ...)"),
+    "order.seed": SettingDef(_int(0, 2**63), None, False, "seed of the randomized order [default: chosen "
+                                                          "at run start and recorded]"),
+    "warmup": SettingDef(_int(0, 2**31), Value("int", 0), False,
+                         "rounds per scenario run before `rounds`, flagged and left out of the report"),
 }
 
 
@@ -121,6 +131,10 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
     if kind is not None and kind.v == "delay" and "fault.status" in seen:
         ctx.diags.error("E0219", "`fault.status` only applies to abort faults", seen["fault.status"].span,
                         "delay faults keep the real status", help="remove it, or set `fault.kind = abort`")
+    order = ctx.settings.get("order")
+    if "order.seed" in seen and order is not None and order.v != "randomized":
+        ctx.diags.error("E0219", "`order.seed` only applies to a randomized order", seen["order.seed"].span,
+                        f"the order is {order.v}", help="remove it, or set `order = randomized`")
     successes, max_requests = ctx.settings.get("successes"), ctx.settings.get("max_requests")
     if successes is not None and max_requests is not None and successes.v > max_requests.v:
         culprit = seen.get("max_requests") or seen.get("successes")
