@@ -253,6 +253,13 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                              help="Run this jar as the library's client service instead of "
                                                   "building clients/<kind> (e.g. resilience4j=my.jar)."),
         report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends."),
+        order: Optional[str] = typer.Option(None, "--order", help="sequential (Algorithm 1), randomized or blocked "
+                                                                 "[default: the spec's `order`, else sequential]."),
+        order_seed: Optional[int] = typer.Option(None, "--order-seed", help="Seed of a randomized order [default: "
+                                                                           "the spec's `order.seed`, else random, recorded]."),
+        allow_violations: bool = typer.Option(False, "--allow-violations",
+                                              help="Exit 0 even when a client broke an oracle (its configuration's "
+                                                   "invariants); the rows still record it."),
         backend: str = typer.Option("local", "--backend", help="local (processes on this machine) or docker "
                                                                 "(containers through a Docker engine)."),
         network: str = typer.Option("bridge", "--network", help="docker backend: bridge (a network of the "
@@ -289,8 +296,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         digest = None
         if spec is not None and spec.suffix == ".rbl":
             digest = _compile(spec).space.source_sha256
-        raise typer.Exit(_maybe_report(resume, console, resume_run(resume, options, console, digest, round_timeout),
-                                       report))
+        raise typer.Exit(_maybe_report(resume, console, resume_run(resume, options, console, digest, round_timeout,
+                                                                   order, order_seed, allow_violations), report))
     if spec is None:
         raise UsageError("nothing to run", "give a spec (rbl run examples/quickstart.rbl) or --resume RUN_DIR")
     if spec.suffix == ".json" or spec.is_dir():
@@ -300,8 +307,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         header, lines = plan_header(space), iter_scenario_lines(space)
         check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
     out = output or default_run_dir(header["name"])
-    raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, options, console, round_timeout),
-                                   report))
+    raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, options, console, round_timeout,
+                                                           order, order_seed, allow_violations), report))
 
 
 def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:

@@ -1,8 +1,11 @@
-"""Executes a plan: every scenario x round in Algorithm 1 order, one at a time (README, Running).
+"""Executes a plan: every scenario x round in the run's order (run_order.py: Algorithm 1's by
+default), one at a time (README, Running). A scenario's first `warmup` rounds are run and stored
+like the others, flagged `warmup: true`.
 
 Per round: set the scenario's fault and confirm it, reset the proxy's counters, start `u`
 virtual users at once (one POST /run each to the client service), wait for all of them, read the
-counters, compute the metrics centrally and append the round's rows to results.jsonl.
+counters, compute the metrics centrally, check the oracles (oracles.py) and append the round's
+rows to results.jsonl.
 A round whose client service died, hung or refused the job is recorded as failed with the
 reason; the service is restarted and the run goes on. Before each round the runner checks that
 its target and proxy still run and that a request through the proxy reaches its own target, and
@@ -22,7 +25,10 @@ from datetime import datetime, timezone
 
 from .liveness import ServicesLost, probe_target
 from .metrics import vu_metrics
+from .oracles import (Violation, as_records, fault_rate_violation, request_count_violation,
+                      user_violations)
 from .results import RunDirectory
+from .run_order import RunOrder, ordered_runs, rounds_per_scenario
 
 DEFAULT_ROUND_TIMEOUT = 300.0
 VU_TIME_SHARE = 0.9       # of the round timeout, given to a virtual user's loop (see protocol.py)
@@ -50,6 +56,7 @@ class RunOutcome:
     rounds_skipped: int = 0
     failures: list[dict] = field(default_factory=list)
     timings: list[RoundTiming] = field(default_factory=list)
+    violations: dict[str, int] = field(default_factory=dict)     # oracle -> rows of this session breaking it
 
 
 def _now() -> str:
@@ -91,8 +98,10 @@ def post_job(address: tuple[str, int], job: dict, timeout: float) -> tuple[dict,
 
 
 class Executor:
-    def __init__(self, run: RunDirectory, backend, header: dict, progress, round_timeout: float = DEFAULT_ROUND_TIMEOUT):
+    def __init__(self, run: RunDirectory, backend, header: dict, progress, round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+                 order: RunOrder = RunOrder()):
         self.run = run
+        self.order = order
         self.backend = backend
         self.header = header
         self.progress = progress
@@ -105,17 +114,15 @@ class Executor:
 
     def execute(self) -> RunOutcome:
         outcome = self.outcome
-        rounds = self.header["rounds"]
         try:
-            for scenario in self.run.scenarios():
-                for round_number in range(1, rounds + 1):
-                    if (scenario["id"], round_number) in self.run.completed:
-                        outcome.rounds_skipped += 1
-                        self.progress.advance(scenario, round_number, skipped=True)
-                        continue
-                    self.progress.round_started(scenario, round_number)
-                    self._attempt(scenario, round_number, outcome)
-                    self.progress.advance(scenario, round_number)
+            for scenario, round_number in ordered_runs(self.order, self.run.scenarios, rounds_per_scenario(self.header)):
+                if (scenario["id"], round_number) in self.run.completed:
+                    outcome.rounds_skipped += 1
+                    self.progress.advance(scenario, round_number, skipped=True)
+                    continue
+                self.progress.round_started(scenario, round_number)
+                self._attempt(scenario, round_number, outcome)
+                self.progress.advance(scenario, round_number)
         finally:
             self.pool.shutdown(wait=False, cancel_futures=True)
         return outcome
@@ -135,6 +142,9 @@ class Executor:
             raise
         self.run.append_round(rows)
         outcome.rounds_run += 1
+        for row in rows:
+            for oracle in {v["oracle"] for v in row["oracleViolations"]} - {"more"}:
+                outcome.violations[oracle] = outcome.violations.get(oracle, 0) + 1
         outcome.timings.append(timing)
 
     def _record_failure(self, scenario: dict, round_number: int, reason: str, outcome: RunOutcome) -> None:
@@ -193,11 +203,31 @@ class Executor:
         self._check_services(scenario["library"], through_proxy=False)
         try:
             rows = [self._row(scenario, round_number, client, counters, *result) for result in results]
+            self._check_oracles(scenario, client, rows, [result[0] for result in results], counters)
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise RoundFailed(f"the client service answered an observation rbl cannot read "
                               f"({type(error).__name__}: {error})") from error
         longest = max((r[0]["total_us"] for r in results), default=0) / 1e6
         return rows, RoundTiming(time.perf_counter() - begin, longest)
+
+    def _check_oracles(self, scenario: dict, client: dict, rows: list[dict], observations: list[dict],
+                       counters: dict) -> None:
+        """Each row's oracleViolations: its user's, then the round's (every user shares them)."""
+        fault = scenario["fault"]
+        seen = counters.get("downstream_rq_total", 0)
+        injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
+        rounds_in_run = self.header["size"] * rounds_per_scenario(self.header)
+        shared: list[Violation] = []
+        rate = fault_rate_violation(fault["rate"], injected, seen, rounds_in_run)
+        if rate:
+            shared.append(rate)
+        cut_short = any(call.get("cut_short") for o in observations for call in o["calls"])
+        count = request_count_violation(sum(row["totalRequests"] for row in rows), seen, cut_short)
+        if count:
+            shared.append(count)
+        for row, observation in zip(rows, observations):
+            found = user_violations(scenario, client.get("share", "user"), observation) + shared
+            row["oracleViolations"] = as_records(found)
 
     def _row(self, scenario, round_number, client, counters, observation, started, ended) -> dict:
         fault = scenario["fault"]
@@ -217,4 +247,5 @@ class Executor:
             "stoppedBy": observation.get("stopped_by"),
             "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
             "proxyRequests": seen,
+            "warmup": round_number <= self.header.get("warmup", 0),
         }

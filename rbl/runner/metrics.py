@@ -16,6 +16,12 @@ METRIC_COLUMNS = (
     "totalContentionTime", "contentionRate", "totalExecutionTime", "throughput",
 )
 LATENCY_COLUMNS = ("latencyP50", "latencyP95", "latencyP99")
+# Calls an open breaker rejects cost the client nothing, so how many it makes while open depends
+# on how fast its loop spins (one tool's 40 rejected calls are another's 4000): these Table 2
+# metrics are kept for comparison with the paper, but mean little for a circuit breaker ...
+SPIN_DEPENDENT = ("unsuccessfulCalls", "totalCalls")
+# ... and these say what the breaker did without counting rejected calls (README, Metrics).
+SPIN_FREE_COLUMNS = ("rejectedTime", "openTransitions", "requestsPerSuccess", "timeToNthSuccess")
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -81,7 +87,43 @@ def vu_metrics(observation: dict) -> dict:
     }
     for column, q in zip(LATENCY_COLUMNS, (0.50, 0.95, 0.99)):
         metrics[column] = _maybe_ms(percentile(durations, q))
+    metrics.update(spin_free_metrics(observation, total_requests, successful_calls))
     return metrics
+
+
+def spin_free_metrics(observation: dict, total_requests: int, successful_calls: int) -> dict:
+    """Breaker metrics that do not count rejected calls. A rejected call carries no timestamp,
+    but the loop calls again at once, so a run of rejected calls starts when the request before it
+    ended and lasts until the next request starts (or the job ends): that is `rejectedTime`, and
+    each such run is one opening the user saw (`openTransitions`)."""
+    rejected_us = openings = 0
+    last_end = 0                      # job start: a breaker shared with other users may be open already
+    rejecting = False
+    nth_success_us = None
+    for call in observation["calls"]:
+        requests = call["requests"]
+        if not requests and not call["ok"] and not call.get("cut_short"):
+            if not rejecting:
+                openings += 1
+                rejecting = True
+            continue
+        if requests:
+            if rejecting:
+                rejected_us += max(0, requests[0][0] - last_end)
+                rejecting = False
+            last_end = requests[-1][0] + requests[-1][1]
+            if call["ok"]:
+                nth_success_us = last_end
+    if rejecting:                     # the job ended while the breaker still rejected
+        rejected_us += max(0, observation["total_us"] - last_end)
+    reached = observation.get("stopped_by") == "successes" and nth_success_us is not None
+    return {
+        "rejectedTime": _ms(rejected_us),
+        "openTransitions": openings,
+        "requestsPerSuccess": _round(_ratio(total_requests, successful_calls)),
+        # the n-th (last needed) success; empty when the user stopped before reaching it
+        "timeToNthSuccess": _ms(nth_success_us) if reached else None,
+    }
 
 
 def _maybe_ms(microseconds: float | None) -> float | None:

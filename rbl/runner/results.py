@@ -24,7 +24,7 @@ from typing import Iterable, Iterator
 from ..errors import UsageError
 from .durable import (BALLAST, append_whole, fsync_directory, release_ballast, reserve_ballast, storage_errors,
                       write_atomically)
-from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS
+from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
 from .run_checks import manifest_problem, parse_line, plan_problem, row_problem, scenario_problem
 from .run_lock import LOCK_FILE, RunLock
 
@@ -47,7 +47,8 @@ ORIGINAL_COLUMNS = ("userId", "startTime", "endTime", "users", "round", "lib", "
                     "faultPercentage", "faultType", "faultStatus", "faultDuration", *METRIC_COLUMNS)
 # ... then the configuration keys, then rbl's own columns.
 RBL_COLUMNS = ("scenarioId", "scenarioIndex", "client", "share", "libraryVersion", "stoppedBy",
-               "faultRateApplied", "proxyRequests", *LATENCY_COLUMNS)
+               "faultRateApplied", "proxyRequests", *LATENCY_COLUMNS, "warmup", *SPIN_FREE_COLUMNS,
+               "oracleViolations")
 
 
 def _dump(record: dict) -> str:
@@ -155,7 +156,7 @@ class RunDirectory:
                 continue
             row, problem = parse_line(raw)
             if problem is None:
-                problem = row_problem(row, users_of, header["rounds"])
+                problem = row_problem(row, users_of, header["rounds"] + header.get("warmup", 0))
             if problem is not None:
                 torn = number == len(lines) and problem == "not JSON"     # no newline: cut short by a crash
                 bad.append(f"results.jsonl line {number}: {'torn (a crash cut it short)' if torn else problem}; "
@@ -219,7 +220,7 @@ class RunDirectory:
                     continue
                 row, problem = parse_line(raw)
                 if problem is None:
-                    problem = row_problem(row, users_of, header["rounds"])
+                    problem = row_problem(row, users_of, header["rounds"] + header.get("warmup", 0))
                 if problem is None:
                     yield row
                 else:
@@ -336,6 +337,8 @@ def _capped(messages: list[str]) -> list[str]:
 def _cell(value) -> object:
     if value is None:
         return ""
+    if isinstance(value, list):          # oracleViolations: their messages
+        return "; ".join(f"{v.get('oracle')}: {v.get('message')}" if isinstance(v, dict) else str(v) for v in value)
     if value is True or value is False:
         return str(value).lower()
     return value

@@ -33,7 +33,9 @@ from .plan_file import check_header
 from .progress import RunProgress
 from .requirements import check_requirements
 from .results import RunDirectory
+from .run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from .summary import print_failures, print_summary
+from .violations import print_violations, violation_counts
 
 
 def default_run_dir(name) -> Path:
@@ -69,19 +71,23 @@ def prepare_clients(header: dict, options: LocalOptions, console: Console) -> No
 
 
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
-              console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
+              console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
+              order_seed: int | None = None, allow_violations: bool = False) -> int:
+    run_order = choose_order(header, order, order_seed)          # a bad --order before anything exists
+    check_order_fits(run_order, header)
     check_environment(header, options, console)
     libraries = [c["library"] for c in header["clients"]]
     run = RunDirectory.create(out, header, scenario_lines, _new_manifest(header, list(dict.fromkeys(libraries))))
     try:
         console.print(f"run directory: {out}", highlight=False)
-        return _execute(run, header, options, console, round_timeout)
+        return _execute(run, header, options, console, round_timeout, run_order, allow_violations)
     finally:
         run.close()
 
 
 def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: str | None = None,
-               round_timeout: float = DEFAULT_ROUND_TIMEOUT) -> int:
+               round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
+               order_seed: int | None = None, allow_violations: bool = False) -> int:
     run = RunDirectory.resume(out)
     try:
         header = run.plan_header()
@@ -89,14 +95,30 @@ def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: 
         if spec_sha256 and header["source"]["sha256"] != spec_sha256:
             raise UsageError(f"the spec changed since {out} was started",
                              hint="resume without the spec argument, or start a new run")
+        run_order = _resumed_order(run, header, order, order_seed, console)
         check_environment(header, options, console)
         for warning in run.warnings:
             console.print(f"warning: {warning}", highlight=False, markup=False)
         console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done",
                       highlight=False)
-        return _execute(run, header, options, console, round_timeout)
+        return _execute(run, header, options, console, round_timeout, run_order, allow_violations)
     finally:
         run.close()
+
+
+def _resumed_order(run: RunDirectory, header: dict, kind: str | None, seed: int | None, console: Console) -> RunOrder:
+    """A resumed run keeps the order it started with (the manifest records it, seed included)."""
+    recorded = recorded_order(run.read_manifest().get("order"))
+    if recorded is None:
+        chosen = choose_order(header, kind, seed)
+        if run.completed and chosen.kind == "randomized" and "seed" not in (header.get("order") or {}) and seed is None:
+            console.print("warning: the manifest does not record this run's order; the rounds left run in a new "
+                          f"randomized order (seed {chosen.seed})", highlight=False)
+        return chosen
+    if (kind is not None and kind != recorded.kind) or (seed is not None and seed != recorded.seed):
+        raise UsageError(f"{run.path} was started in {recorded.describe()} order; a resumed run keeps it",
+                         hint="resume without --order/--order-seed, or start a new run")
+    return recorded
 
 
 def _backend(run: RunDirectory, header: dict, libraries: dict[str, str], options: LocalOptions):
@@ -118,12 +140,15 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Console, round_timeout: float) -> int:
+def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Console, round_timeout: float,
+             order: RunOrder = RunOrder(), allow_violations: bool = False) -> int:
     if options.seed is None:
         options.seed = random.randrange(2**32)
     libraries = {c["library"]: c["service"] for c in header["clients"]}
     options.max_users = axis_largest(header["users"])
     manifest = run.read_manifest() or _new_manifest(header, list(libraries))
+    manifest["order"] = order.record()
+    manifest["warmup"] = header.get("warmup", 0)
     session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
                "target_workers": options.workers, "target_threads": options.threads,
                "status": "running"}
@@ -139,10 +164,12 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
-            with RunProgress(console, header["size"], header["rounds"]) as progress:
-                executor = Executor(run, backend, header, progress, round_timeout)
+            with RunProgress(console, header["size"], rounds_per_scenario(header)) as progress:
+                executor = Executor(run, backend, header, progress, round_timeout, order)
                 executor.execute()
         outcome = executor.outcome
+        counts, examples = violation_counts(run)
+        manifest["oracleViolations"] = dict(counts)
         _finish(run, manifest, session, "finished with failures" if outcome.failures else "finished", outcome)
         csv_path = run.write_csv()
     except KeyboardInterrupt:
@@ -164,10 +191,12 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     # a pipe or file gets the whole table, not one squeezed to 80 columns
     print_summary(run, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
     console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
+    if counts:
+        print_violations(counts, examples, console, run.path, allow_violations)
     if outcome.failures:
         print_failures(outcome.failures, console, run.path)
         return EXIT_RUN_FAILED
-    return EXIT_OK
+    return EXIT_RUN_FAILED if counts and not allow_violations else EXIT_OK
 
 
 def _finish(run: RunDirectory, manifest: dict, session: dict, status: str, outcome: RunOutcome,
