@@ -203,6 +203,8 @@ class Executor:
         self._check_services(scenario["library"], through_proxy=False)
         try:
             rows = [self._row(scenario, round_number, client, counters, *result) for result in results]
+            for row in rows:
+                row["warmup"] = round_number <= self.header.get("warmup", 0)
             self._check_oracles(scenario, client, rows, [result[0] for result in results], counters)
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise RoundFailed(f"the client service answered an observation rbl cannot read "
@@ -247,5 +249,5 @@ class Executor:
             "stoppedBy": observation.get("stopped_by"),
             "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
             "proxyRequests": seen,
-            "warmup": round_number <= self.header.get("warmup", 0),
+            "warmup": False,
         }
