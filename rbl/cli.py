@@ -328,7 +328,10 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
                                             help="A metric to report and plot (repeatable) [default: "
                                                  "successTimePerRequest and totalExecutionTime]."),
            resamples: int = typer.Option(2000, "--resamples", min=100, help="Bootstrap resamples per cell."),
-           seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap.")):
+           seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+           include_warmup: bool = typer.Option(False, "--include-warmup",
+                                               help="Count the warm-up rounds (the spec's `warmup`) in the "
+                                                    "statistics too.")):
     """Statistics across rounds (median and 95% bootstrap CI per cell), the paper's figures (PNG,
     SVG) and a single-file HTML report."""
     from rich.console import Console
@@ -337,8 +340,46 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
     import sys
     # a pipe or file gets the whole table, not one squeezed to 80 columns
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 180)
-    made = build_report(run_dir, output, metric, console, resamples, seed)
+    made = build_report(run_dir, output, metric, console, resamples, seed, include_warmup)
     typer.echo(f"wrote {len(made.files)} files to {made.out_dir} (open {made.out_dir / 'report.html'})", err=True)
+
+
+@app.command()
+def diff(run_a: Path = typer.Argument(..., help="The first run directory (A: before, or machine 1)."),
+         run_b: Path = typer.Argument(..., help="The second run directory (B: after, or machine 2)."),
+         output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                               help="Where to write diff.csv, diff.json and the figure "
+                                                    "[default: RUN_B/diff-vs-NAME_OF_A]."),
+         metric: list[str] = typer.Option([], "--metric", "-m",
+                                          help="A metric to compare (repeatable) [default: successTimePerRequest, "
+                                               "totalExecutionTime, totalRequests]."),
+         output_format: str = typer.Option("text", "--format", help="What stdout gets: text (a table), csv or json."),
+         resamples: int = typer.Option(2000, "--resamples", min=100, help="Bootstrap resamples per cell and run."),
+         confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999,
+                                          help="Level of the interval of each difference."),
+         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap.")):
+    """Compare two runs cell by cell: the difference of medians (B - A) with a bootstrap interval,
+    flagged when it excludes 0 (e.g. one spec before and after a library upgrade)."""
+    from rich.console import Console
+
+    from .report.build import KNOWN_METRICS
+    from .report.diff import DEFAULT_DIFF_METRICS, as_csv, as_json, diff_runs, print_diff, write_diff
+    if output_format not in ("text", "csv", "json"):
+        raise UsageError(f"--format must be text, csv or json, got {output_format!r}")
+    metrics = list(dict.fromkeys(metric)) or list(DEFAULT_DIFF_METRICS)
+    unknown = [m for m in metrics if m not in KNOWN_METRICS]
+    if unknown:
+        raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
+    err = Console(stderr=True, highlight=False)
+    result = diff_runs(run_a, run_b, metrics, resamples, seed, confidence,
+                       warn=lambda text: err.print(f"warning: {text}", markup=False))
+    if output_format == "text":
+        print_diff(result, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+    else:
+        sys.stdout.write(as_csv(result) if output_format == "csv" else as_json(result))
+    out = output or run_b / f"diff-vs-{run_a.resolve().name}"
+    files = write_diff(result, out)
+    typer.echo(f"wrote {', '.join(p.name for p in files)} to {out}", err=True)
 
 
 def _client_jars(items: list[str]) -> dict[str, Path]:

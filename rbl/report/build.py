@@ -14,10 +14,11 @@ from rich.table import Table
 from ..backends.templating import render_html
 from ..errors import UsageError
 from ..runner.run_checks import manifest_problem
-from ..runner.metrics import LATENCY_COLUMNS, METRIC_COLUMNS
+from ..runner.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
+from .design_notes import design_notes, spin_dependent
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
-KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS)
+KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS)
 
 
 @dataclass
@@ -28,7 +29,7 @@ class Report:
 
 
 def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None, console: Console,
-                 resamples: int = 2000, seed: int = 0) -> Report:
+                 resamples: int = 2000, seed: int = 0, include_warmup: bool = False) -> Report:
     from .figures import build_figure, write_figure       # matplotlib only when a report is made
 
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
@@ -40,7 +41,8 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
     out_dir = out_dir or run_dir / "report"
     header, cells = load_cells(run_dir, metrics, resamples, seed,
-                               warn=lambda text: console.print(f"warning: {text}", highlight=False))
+                               warn=lambda text: console.print(f"warning: {text}", highlight=False),
+                               include_warmup=include_warmup)
     if not any(cell.rounds for cell in cells):
         raise UsageError(f"{run_dir} has no results yet", hint=f"finish it with `rbl run --resume {run_dir}`")
     records = cells_as_records(header, cells, metrics)
@@ -55,11 +57,15 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
-                       failed_rounds=failed or "none")
+                       failed_rounds=failed or "none",
+                       design_notes=(notes := design_notes(header, manifest, cells, metrics, include_warmup)),
+                       spin_dependent=spin_dependent(metrics, cells))
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
     files.append(html_path)
     print_table(records, metrics, console)
+    for note in notes:
+        console.print(f"note: {note}", highlight=False, markup=False)
     return Report(out_dir, files, records)
 
 

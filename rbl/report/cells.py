@@ -24,6 +24,8 @@ class Cell:
     rounds: dict[int, list[dict]] = field(default_factory=dict)     # round -> rows (one per user)
     failed_rounds: list[int] = field(default_factory=list)
     estimates: dict[str, Estimate] = field(default_factory=dict)
+    warmup_rounds: set[int] = field(default_factory=set)            # run and stored, left out of the statistics
+    violation_rows: int = 0                                         # rows with oracle violations (warm-up too)
 
     @property
     def client(self) -> str:
@@ -65,23 +67,29 @@ def configuration_label(scenario: dict, axes: list[str]) -> str:
 
 
 def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: int = 0,
-               warn=lambda text: None) -> tuple[dict, list[Cell]]:
+               warn=lambda text: None, include_warmup: bool = False) -> tuple[dict, list[Cell]]:
     """The run's plan header and its cells in plan order, with an estimate per metric. Lines of
-    results.jsonl that are not rows of this plan are left out, and `warn` says how many."""
+    results.jsonl that are not rows of this plan are left out, and `warn` says how many. Warm-up
+    rows (the plan's `warmup`) are left out of the statistics unless `include_warmup`."""
     run = RunDirectory(run_dir)
     header = run.plan_header()
     cells = {s["id"]: Cell(s) for s in run.scenarios()}
     for row in run.rows():
         cell = cells.get(row["scenarioId"])
-        if cell is not None:
-            cell.rounds.setdefault(row["round"], []).append(row)
+        if cell is None:
+            continue
+        cell.violation_rows += bool(row.get("oracleViolations"))
+        if row.get("warmup") and not include_warmup:
+            cell.warmup_rounds.add(row["round"])
+            continue
+        cell.rounds.setdefault(row["round"], []).append(row)
     if run.skipped_rows:
         warn(f"{run.skipped_rows} line{'s' if run.skipped_rows != 1 else ''} of {run_dir / 'results.jsonl'} "
              "are not rows of this plan (damaged or edited) and are left out; `rbl run --resume` redoes their rounds")
     for failure in run.failures():
         cell = cells.get(failure["scenarioId"])
         # a round that failed and was later redone by --resume has rows: it no longer counts
-        if cell is not None and failure["round"] not in cell.rounds:
+        if cell is not None and failure["round"] not in cell.rounds and failure["round"] not in cell.warmup_rounds:
             cell.failed_rounds.append(failure["round"])
     for cell in cells.values():
         for metric in metrics:
@@ -105,6 +113,7 @@ def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> lis
             e = cell.estimates[metric]
             record.update({f"{metric}.median": e.median, f"{metric}.ci95Low": e.low, f"{metric}.ci95High": e.high,
                            f"{metric}.n": e.n})
+        record["oracleViolations"] = cell.violation_rows
         records.append(record)
     return records
 

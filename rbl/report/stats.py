@@ -56,3 +56,36 @@ def estimate(groups: list[list[float]], resamples: int = 2000, seed: int = 0) ->
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(distribution, [tail, 100 - tail])
     return Estimate(median, float(low), float(high), len(values), len(groups))
+
+
+@dataclass(frozen=True)
+class Difference:
+    """median(B) - median(A) with a bootstrap interval; None where either side has too little data."""
+    a: Estimate
+    b: Estimate
+    difference: float | None
+    low: float | None
+    high: float | None
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 0."""
+        return self.low is not None and (self.low > 0 or self.high < 0)
+
+
+def difference(groups_a: list[list[float]], groups_b: list[list[float]], resamples: int = 2000, seed: int = 0,
+               confidence: float = CONFIDENCE) -> Difference:
+    """The difference of the pooled medians of two independent runs, each resampled as `estimate`
+    does (rounds, then users within them), with independent random streams for the two sides."""
+    a, b = estimate(groups_a, resamples, seed), estimate(groups_b, resamples, seed)
+    if a.median is None or b.median is None:
+        return Difference(a, b, None, None, None)
+    if a.low is None or b.low is None:          # too few observations or rounds on one side
+        return Difference(a, b, b.median - a.median, None, None)
+    clean = lambda groups: [g for g in ([v for v in g if v is not None] for g in groups) if g]
+    streams = np.random.default_rng(seed).spawn(2)
+    spread = (hierarchical_bootstrap(clean(groups_b), resamples, streams[1])
+              - hierarchical_bootstrap(clean(groups_a), resamples, streams[0]))
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(spread, [tail, 100 - tail])
+    return Difference(a, b, b.median - a.median, float(low), float(high))

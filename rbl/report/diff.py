@@ -1,0 +1,211 @@
+"""`rbl diff RUN_A RUN_B`: what changed between two runs, cell by cell.
+
+The typical use: the same spec before and after a library upgrade, or on two machines. Cells
+match on client label, configuration, user count and fault rate (the fault's kind, status and
+duration may differ: comparing fault settings is a use too). For each matched cell and metric:
+median(B) - median(A), with a bootstrap interval (each run resampled as the report does, rounds
+then users, independently), flagged when the interval excludes 0. Warm-up rows are left out as
+in the report. At 95%, about 1 in 20 comparisons of two identical setups is flagged by chance:
+the output says how many to expect.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import UsageError
+from .cells import Cell, load_cells
+from .stats import Difference, difference
+
+DEFAULT_DIFF_METRICS = ("successTimePerRequest", "totalExecutionTime", "totalRequests")
+FIGURE_ROWS = 60                 # cells drawn per metric; beyond, the flagged ones first
+
+
+@dataclass
+class CellDiff:
+    key: tuple
+    label: str
+    fault_rate: float
+    users: int
+    metric: str
+    result: Difference
+
+    def record(self) -> dict:
+        r = self.result
+        return {"configuration": self.label, "faultRate": self.fault_rate, "users": self.users,
+                "metric": self.metric, "medianA": r.a.median, "medianB": r.b.median, "nA": r.a.n, "nB": r.b.n,
+                "difference": r.difference, "ci95Low": r.low, "ci95High": r.high, "significant": r.significant}
+
+
+@dataclass
+class RunDiff:
+    run_a: Path
+    run_b: Path
+    confidence: float
+    cells: list[CellDiff]
+    only_a: int
+    only_b: int
+    versions: list[str]             # library versions that differ between the runs
+
+    @property
+    def significant(self) -> list[CellDiff]:
+        return [c for c in self.cells if c.result.significant]
+
+    @property
+    def tested(self) -> int:
+        return sum(1 for c in self.cells if c.result.low is not None)
+
+
+def _label(cell: Cell, axes: dict[str, list[str]]) -> str:
+    values = " ".join(f"{axis}={cell.scenario['config'].get(axis)}" for axis in axes.get(cell.client, []))
+    return f"{cell.client} {values}".strip()
+
+
+def _key(cell: Cell) -> tuple:
+    return (cell.client, json.dumps(cell.scenario["config"], sort_keys=True), cell.users, float(cell.fault_rate))
+
+
+def _load(run_dir: Path, metrics: list[str], warn) -> tuple[dict, dict[tuple, Cell]]:
+    if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
+        raise UsageError(f"{run_dir} is not an rbl run directory (no plan.json and results.jsonl)",
+                         hint="pass two directories `rbl run` wrote (their -o)")
+    # the estimates are recomputed by difference(); one resample here keeps loading cheap
+    header, cells = load_cells(run_dir, metrics, resamples=1, warn=warn)
+    return header, {_key(cell): cell for cell in cells if cell.rounds}
+
+
+def _groups(cell: Cell, metric: str) -> list[list]:
+    return [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]
+
+
+def _versions(run_a: Path, run_b: Path) -> list[str]:
+    def read(run: Path) -> dict:
+        try:
+            versions = json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("versions")
+        except (OSError, ValueError, AttributeError):
+            return {}
+        return versions if isinstance(versions, dict) else {}
+    a, b = read(run_a), read(run_b)
+    return [f"{name} {a.get(name)} -> {b.get(name)}" for name in sorted(set(a) | set(b))
+            if a.get(name) != b.get(name)]
+
+
+def diff_runs(run_a: Path, run_b: Path, metrics: list[str], resamples: int = 2000, seed: int = 0,
+              confidence: float = 0.95, warn=lambda text: None) -> RunDiff:
+    header_a, cells_a = _load(run_a, metrics, warn)
+    _, cells_b = _load(run_b, metrics, warn)
+    axes = {c["label"]: list(c.get("axes", [])) for c in header_a["clients"]}
+    found = []
+    for key, cell_a in cells_a.items():
+        cell_b = cells_b.get(key)
+        if cell_b is None:
+            continue
+        for metric in metrics:
+            result = difference(_groups(cell_a, metric), _groups(cell_b, metric), resamples, seed, confidence)
+            found.append(CellDiff(key, _label(cell_a, axes), cell_a.fault_rate, cell_a.users, metric, result))
+    if not found:
+        raise UsageError(f"{run_a} and {run_b} have no cell in common",
+                         hint="cells match on client label, configuration, users and fault rate")
+    return RunDiff(run_a, run_b, confidence, found, len(set(cells_a) - set(cells_b)),
+                   len(set(cells_b) - set(cells_a)), _versions(run_a, run_b))
+
+
+# -- output -----------------------------------------------------------------------------------------
+
+def as_json(diff: RunDiff) -> str:
+    return json.dumps({"runA": str(diff.run_a), "runB": str(diff.run_b), "confidence": diff.confidence,
+                       "onlyInA": diff.only_a, "onlyInB": diff.only_b, "versionsChanged": diff.versions,
+                       "cells": [c.record() for c in diff.cells]}, indent=1) + "\n"
+
+
+def as_csv(diff: RunDiff) -> str:
+    out = io.StringIO()
+    records = [c.record() for c in diff.cells]
+    writer = csv.DictWriter(out, fieldnames=list(records[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else str(v).lower() if isinstance(v, bool) else v) for k, v in r.items()}
+                     for r in records)
+    return out.getvalue()
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def print_diff(diff: RunDiff, console: Console) -> None:
+    table = Table(title=f"median(B) - median(A) [{diff.confidence:.0%} CI]; A = {diff.run_a}, B = {diff.run_b}",
+                  title_justify="left")
+    for column in ("configuration", "fault %", "users", "metric", "A", "B", "B - A", "interval", ""):
+        table.add_column(column, justify="left" if column in ("configuration", "metric", "") else "right")
+    for c in diff.cells:
+        r = c.result
+        interval = "too few observations" if r.low is None else f"[{r.low:.4g}, {r.high:.4g}]"
+        table.add_row(c.label, f"{c.fault_rate:g}", str(c.users), c.metric, _number(r.a.median), _number(r.b.median),
+                      _number(r.difference), interval, "[bold red]differs[/bold red]" if r.significant else "")
+    console.print(table)
+    expected = (1 - diff.confidence) * diff.tested
+    console.print(f"{len(diff.significant)} of {diff.tested} comparisons differ (interval excludes 0); about "
+                  f"{expected:.1f} would by chance alone between identical setups", highlight=False)
+    if diff.only_a or diff.only_b:
+        console.print(f"not compared: {diff.only_a} cell(s) only in A, {diff.only_b} only in B", highlight=False)
+    if diff.versions:
+        console.print(f"versions that differ: {', '.join(diff.versions)}", highlight=False)
+
+
+def write_diff(diff: RunDiff, out_dir: Path) -> list[Path]:
+    """diff.csv, diff.json and the figure (PNG, SVG) in out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "diff.csv", out_dir / "diff.json"]
+    paths[0].write_text(as_csv(diff), encoding="utf-8")
+    paths[1].write_text(as_json(diff), encoding="utf-8")
+    figure = diff_figure(diff)
+    for suffix in ("png", "svg"):
+        path = out_dir / f"diff.{suffix}"
+        figure.savefig(path, dpi=120, bbox_inches="tight")
+        paths.append(path)
+    import matplotlib.pyplot as plt
+    plt.close(figure)
+    return paths
+
+
+def diff_figure(diff: RunDiff):
+    """One panel per metric: each cell's difference with its interval, flagged ones in red."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = list(dict.fromkeys(c.metric for c in diff.cells))
+    per_metric = {m: [c for c in diff.cells if c.metric == m and c.result.difference is not None] for m in metrics}
+    for m, cells in per_metric.items():
+        if len(cells) > FIGURE_ROWS:
+            cells.sort(key=lambda c: not c.result.significant)
+            per_metric[m] = cells[:FIGURE_ROWS]
+    rows = max((len(cells) for cells in per_metric.values()), default=1)
+    # one panel per metric, stacked, so long configuration labels never run into the next panel
+    figure, axes = plt.subplots(len(metrics), 1, figsize=(8, len(metrics) * (0.9 + 0.25 * max(rows, 2))),
+                                squeeze=False)
+    for ax, metric in zip(axes[:, 0], metrics):
+        cells = per_metric[metric]
+        for y, c in enumerate(cells):
+            r = c.result
+            colour = "tab:red" if r.significant else "tab:blue"
+            if r.low is not None:
+                ax.plot([r.low, r.high], [y, y], color=colour, linewidth=2)
+            ax.plot([r.difference], [y], "o", color=colour, markersize=4)
+        ax.axvline(0, color="grey", linewidth=1)
+        ax.set_yticks(range(len(cells)))
+        ax.set_yticklabels([f"{c.label} {c.fault_rate:g}% u={c.users}" for c in cells], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_title(f"{metric}: B - A", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    figure.suptitle(f"{diff.run_b.name} vs {diff.run_a.name}: red = {diff.confidence:.0%} interval excludes 0",
+                    fontsize=9)
+    figure.tight_layout()
+    return figure
