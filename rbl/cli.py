@@ -249,9 +249,13 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0,
                                             help="Seconds a virtual user may take before its round "
                                                  "counts as failed and its client is restarted."),
-        client_jar: list[str] = typer.Option([], "--client-jar", metavar="LIBRARY=JAR",
-                                             help="Run this jar as the library's client service instead of "
-                                                  "building clients/<kind> (e.g. resilience4j=my.jar)."),
+        client_jar: list[str] = typer.Option([], "--client-jar", "--client-dir", "--client-bin",
+                                             metavar="LIBRARY=PATH",
+                                             help="Run this as the library's client service instead of "
+                                                  "building clients/<kind>: a jar (resilience4j=my.jar), a "
+                                                  "built clients/node directory (cockatiel=DIR), the Go "
+                                                  "client's binary (gobreaker=BIN), or any program that "
+                                                  "speaks rbl client protocol v1 (polly=PROGRAM)."),
         report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends."),
         order: Optional[str] = typer.Option(None, "--order", help="sequential (Algorithm 1), randomized or blocked "
                                                                  "[default: the spec's `order`, else sequential]."),
@@ -387,7 +391,8 @@ def _client_jars(items: list[str]) -> dict[str, Path]:
     for item in items:
         library, sep, path = item.partition("=")
         if not sep or not library or not path:
-            raise UsageError(f"--client-jar expects LIBRARY=JAR, got {item!r}", "for example resilience4j=client.jar")
+            raise UsageError(f"--client-jar/--client-dir/--client-bin expects LIBRARY=PATH, got {item!r}",
+                             "for example resilience4j=client.jar or gobreaker=./rbl-client-go")
         jars[library] = Path(path)
     return jars
 

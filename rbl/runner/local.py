@@ -143,11 +143,16 @@ class LocalBackend:
         service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
 
     def start_client(self, library: str) -> None:
+        from .client_builds import RECIPES, client_command
         kind = self.libraries[library]
+        given = self.options.client_jars.get(library)     # built, or the user's --client-jar/-dir/-bin
         if kind == "python":
             argv = [sys.executable, "-m", "rbl.services.python_client", "--library", library]
-        elif kind == "resilience4j":
-            argv = ["java", "-jar", str(self.options.client_jars[library])]
+        elif kind in RECIPES and given is not None:
+            argv = client_command(kind, given)
+            argv += [] if kind == "resilience4j" else ["--library", library]   # one service, several libraries
+        elif given is not None:
+            argv = [str(given)]           # a client service of a kind rbl does not ship, given with --client-bin
         else:
             raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
         # --target: the only address the client may send requests to, the fault proxy's data port

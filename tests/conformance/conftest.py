@@ -1,5 +1,6 @@
 """Client services for the conformance suite: rbl's own (the Python service for tenacity and
-pybreaker, the Resilience4j jar), or one you point it at:
+pybreaker, the Resilience4j jar, the Node.js client for cockatiel and opossum, the Go client for
+failsafe, gobreaker and backoff), or one you point it at:
 
   RBL_CONFORMANCE_URL=http://127.0.0.1:8080 RBL_CONFORMANCE_PROFILE=resilience4j \\
   RBL_CONFORMANCE_TARGET=127.0.0.1:9211 python3 -m pytest tests/conformance
@@ -17,7 +18,7 @@ import sys
 
 import pytest
 
-from rbl.runner.client_builds import client_jar
+from rbl.runner import client_builds
 
 from ..live_services import Proxy
 from .profiles import PROFILES
@@ -37,7 +38,8 @@ def ids(profiles) -> list[str]:
 def client_command(profile) -> list[str]:
     if profile.kind == "python":
         return [sys.executable, "-m", "rbl.services.python_client", "--library", profile.library]
-    return ["java", "-jar", str(client_jar(profile.kind))]
+    command = client_builds.client_command(profile.kind, client_builds.client_artifact(profile.kind))
+    return command if profile.kind == "resilience4j" else command + ["--library", profile.library]
 
 
 def start_client(profile, target_port: int, *extra: str) -> tuple[subprocess.Popen, str]:

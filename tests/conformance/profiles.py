@@ -19,6 +19,9 @@ class Profile:
     retry_exponential: Callable[[int, int, float], dict] | None = None    # (attempts, first wait ms, multiplier)
     exponential_waits: Callable[[int, int, float], list[float]] | None = None
     breaker: Callable[[int, int], dict] | None = None                     # (consecutive failures, open ms)
+    # a neutral retry value this library maps exactly, and the waits it means (None: the suite's own)
+    neutral_retry: tuple[str, list[float]] | None = None
+    neutral_breaker: bool = True          # consecutive_failures(n) maps exactly onto its breaker
 
 
 def _float_waits(attempts: int, initial: int, multiplier: float) -> list[float]:
@@ -59,4 +62,23 @@ RESILIENCE4J = Profile(
                            "permittedNumberOfCallsInHalfOpenState": 1},
 )
 
-PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J)}
+COCKATIEL = Profile(
+    "cockatiel", "node", "cockatiel", ("baseline", "retry", "circuit_breaker"),
+    # maxAttempts counts retries; CONSTANT waits initialDelay; NO_JITTER doubles (exponent is ignored)
+    retry_fixed=lambda n, ms: {"maxAttempts": n - 1, "backoff": "CONSTANT", "initialDelay": ms},
+    retry_exponential=lambda n, ms, m: {"maxAttempts": n - 1, "backoff": "EXPONENTIAL", "generator": "NO_JITTER",
+                                        "initialDelay": ms, "maxDelay": 30_000},
+    exponential_waits=lambda n, ms, m: _float_waits(n, ms, 2.0),
+    breaker=lambda n, ms: {"exceptionsAllowedBeforeBreaking": n, "halfOpenAfter": ms},
+    neutral_retry=("retry(attempts: 5, backoff: exponential(initial: 15ms, multiplier: 2))", [15.0, 30.0, 60.0, 120.0]),
+)
+
+OPOSSUM = Profile(
+    "opossum", "node", "opossum", ("baseline", "circuit_breaker"),
+    # every call failing: at volumeThreshold calls the failure rate is 100% > 50%, and it opens
+    breaker=lambda n, ms: {"volumeThreshold": n, "errorThresholdPercentage": 50, "resetTimeout": ms,
+                           "rollingCountTimeout": 10_000, "rollingCountBuckets": 10, "timeout": 0},
+    neutral_breaker=False,                # a failure rate in a rolling window, not consecutive failures
+)
+
+PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J, COCKATIEL, OPOSSUM)}

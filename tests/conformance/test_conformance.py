@@ -65,11 +65,15 @@ NEUTRAL_RETRY_WAITS = [15 * 1.5 ** (k - 1) for k in range(1, 5)]       # 15, 22.
 
 @pytest.mark.parametrize("profile", RETRY, ids=ids(RETRY))
 def test_retry_from_a_neutral_value_waits_the_neutral_sequence(client_url, start_proxy, profile):
-    native = native_config(profile.library, "retry", NEUTRAL_RETRY)
-    checks.check_retry_neutral_waits(client_url(profile), start_proxy(), native, NEUTRAL_RETRY_WAITS)
+    value, waits = profile.neutral_retry or (NEUTRAL_RETRY, NEUTRAL_RETRY_WAITS)
+    native = native_config(profile.library, "retry", value)
+    checks.check_retry_neutral_waits(client_url(profile), start_proxy(), native, waits)
 
 
-@pytest.mark.parametrize("profile", BREAKER, ids=ids(BREAKER))
+NEUTRAL_BREAKER = [p for p in BREAKER if p.neutral_breaker]
+
+
+@pytest.mark.parametrize("profile", NEUTRAL_BREAKER, ids=ids(NEUTRAL_BREAKER))
 def test_breaker_from_a_neutral_value(client_url, start_proxy, profile):
     def neutral_breaker(failures: int, open_ms: int) -> dict:
         value = f"circuit_breaker(open_when: consecutive_failures({failures}), open_for: {open_ms}ms)"

@@ -1,0 +1,60 @@
+'use strict';
+// rbl's Node.js client service: rbl client protocol v1 (rbl/services/protocol.py) over cockatiel or opossum.
+//
+// Run: node src/main.js --library cockatiel|opossum --target 127.0.0.1:PORT [--listen 127.0.0.1:0] [--max-jobs 512]
+// It prints `listening PORT` on stdout once bound.
+
+const { MAX_JOBS } = require('./protocol');
+const { parseTarget } = require('./job');
+const { ClientService } = require('./service');
+const { serve } = require('./front');
+const { LIBRARIES } = require('./strategies');
+
+const USAGE = 'usage: node src/main.js --library cockatiel|opossum --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]';
+
+function fail(message) {
+  process.stderr.write(`${USAGE}\nerror: ${message}\n`);
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const args = { listen: '127.0.0.1:0', maxJobs: String(MAX_JOBS) };
+  const names = { '--library': 'library', '--target': 'target', '--listen': 'listen', '--max-jobs': 'maxJobs' };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--help' || argv[i] === '-h') {
+      process.stdout.write(`${USAGE}\n`);
+      process.exit(0);
+    }
+    const name = names[argv[i]];
+    if (!name || i + 1 >= argv.length) fail(`unknown or incomplete argument ${argv[i]}`);
+    args[name] = argv[++i];
+  }
+  return args;
+}
+
+function main() {
+  const args = parseArgs(process.argv.slice(2));
+  if (!(args.library in LIBRARIES)) fail(`--library must be one of ${Object.keys(LIBRARIES).join(', ')}`);
+  let target;
+  let listen;
+  try {
+    target = parseTarget(args.target);
+    listen = parseTarget(args.listen.startsWith(':') ? `127.0.0.1${args.listen}` : args.listen);
+  } catch (error) {
+    fail(error.message.replace('--target', args.target === undefined ? '--target' : 'an address'));
+  }
+  const maxJobs = Number(args.maxJobs);
+  if (!Number.isSafeInteger(maxJobs) || maxJobs < 1) fail('--max-jobs must be a whole number of at least 1');
+  const server = serve(listen, new ClientService(args.library, target), maxJobs, port => {
+    process.stdout.write(`listening ${port}\n`);
+  });
+  const stop = () => {
+    server.close();
+    server.closeAllConnections();
+    setTimeout(() => process.exit(0), 200).unref();
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main();

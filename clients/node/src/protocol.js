@@ -1,0 +1,45 @@
+'use strict';
+// rbl client protocol v1: limits and the reply's call log (rbl/services/protocol.py is the reference).
+
+const PROTOCOL_VERSION = 1;
+const SHARE_MODES = ['user', 'client'];
+const MAX_BODY_BYTES = 1 << 20;
+const MAX_HEADER_BYTES = 32 * 1024;
+const READ_TIMEOUT_MS = 5000;
+const MAX_JOBS = 512;
+const MAX_COUNT = 1000000;
+const MAX_DURATION_MS = 86400000;
+const MAX_STEPS = 8;
+const MAX_INSTANCE_CHARS = 1024;
+const MAX_URL_CHARS = 2048;
+
+class JobError extends Error {}                 // HTTP 400: malformed, or a job this service cannot run
+
+/** Calls as the protocol reports them; request-less calls are run-length encoded. */
+class CallLog {
+  constructor() {
+    this.calls = [];
+    this.successfulCalls = 0;
+    this.requests = 0;
+  }
+
+  add(ok, requests, cutShort = false) {
+    this.requests += requests.length;
+    if (ok) this.successfulCalls += 1;
+    if (cutShort) {
+      this.calls.push({ ok, requests, cut_short: true });
+      return;
+    }
+    const last = this.calls[this.calls.length - 1];
+    if (!requests.length && last && !last.requests.length && last.ok === ok && !last.cut_short) {
+      last.repeat = (last.repeat || 1) + 1;
+      return;
+    }
+    this.calls.push({ ok, requests });
+  }
+}
+
+module.exports = {
+  PROTOCOL_VERSION, SHARE_MODES, MAX_BODY_BYTES, MAX_HEADER_BYTES, READ_TIMEOUT_MS, MAX_JOBS, MAX_COUNT,
+  MAX_DURATION_MS, MAX_STEPS, MAX_INSTANCE_CHARS, MAX_URL_CHARS, JobError, CallLog,
+};

@@ -1,0 +1,113 @@
+'use strict';
+// Runs jobs for one library: builds its pattern stack (per virtual user, or one per key for
+// share: client) and loops as the paper's clients do, returning raw observations.
+
+const { PROTOCOL_VERSION, CallLog, JobError } = require('./protocol');
+const { CutShort, JobGuard } = require('./guard');
+const { Target } = require('./target');
+const { LIBRARIES, libraryVersion } = require('./strategies');
+
+const SHARED_INSTANCES_KEPT = 256;
+
+function sortedJson(value) {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value).sort().map(k => `${JSON.stringify(k)}:${sortedJson(value[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+class ClientService {
+  constructor(library, target) {
+    if (!(library in LIBRARIES)) throw new Error(`unknown library ${library}; known: ${Object.keys(LIBRARIES).join(', ')}`);
+    this.library = library;
+    this.target = target;
+    this.version = libraryVersion(library);
+    this.patterns = LIBRARIES[library];
+    this.shared = new Map();            // insertion order: the oldest is dropped first
+  }
+
+  health() {
+    return { protocol: PROTOCOL_VERSION, library: this.library, version: this.version, patterns: Object.keys(this.patterns) };
+  }
+
+  /** The instances a job runs through, outermost first; [instance, ownedByTheJob]. */
+  instances(job) {
+    return job.strategy.map((step, position) => {
+      const build = Object.prototype.hasOwnProperty.call(this.patterns, step.pattern) ? this.patterns[step.pattern] : null;
+      if (!build) {
+        throw new JobError(`${this.library} has no pattern ${JSON.stringify(step.pattern.slice(0, 40))}; it has ${Object.keys(this.patterns).join(', ')}`);
+      }
+      if (job.share === 'user') return [build(step.params), true];
+      const key = sortedJson([job.instance, position, step.pattern, step.params]);
+      let instance = this.shared.get(key);
+      if (!instance) {
+        instance = build(step.params);
+        this.shared.set(key, instance);
+        if (this.shared.size > SHARED_INSTANCES_KEPT) {
+          const [oldest, dropped] = this.shared.entries().next().value;
+          this.shared.delete(oldest);
+          if (dropped.dispose) dropped.dispose();
+        }
+      }
+      return [instance, false];
+    });
+  }
+
+  async run(job, connection) {
+    const instances = this.instances(job);
+    const log = new CallLog();
+    const guard = new JobGuard(job.maxDurationMs, job.maxRequests, () => log.requests + target.sent.length);
+    const target = new Target(job, guard);
+    guard.onCut.push(() => target.abort());
+    const gone = () => guard.fire('disconnected');
+    connection.on('end', gone);
+    connection.on('close', gone);
+    let call = async () => {
+      await guard.settleWait();
+      return target.send();
+    };
+    for (const [instance] of [...instances].reverse()) call = instance(guard)(call);   // wrap inside-out
+    let stoppedBy;
+    try {
+      stoppedBy = await this.loop(job, call, target, log, guard);
+    } finally {
+      guard.close();
+      target.close();
+      connection.off('end', gone);
+      connection.off('close', gone);
+      for (const [instance, owned] of instances) if (owned && instance.dispose) instance.dispose();
+    }
+    return {
+      protocol: PROTOCOL_VERSION, library: this.library, version: this.version, vu: job.vu,
+      total_us: guard.sinceStartUs(), stopped_by: stoppedBy, calls: log.calls,
+    };
+  }
+
+  async loop(job, call, target, log, guard) {
+    for (;;) {
+      if (log.successfulCalls >= job.successes) return 'successes';
+      if (log.requests >= job.maxRequests) return 'max_requests';
+      if (guard.cut) return guard.cut.reason;
+      if (guard.expired()) return 'max_duration';
+      target.sent = [];
+      let ok = false;
+      try {
+        await guard.race(Promise.resolve().then(call));
+        ok = true;
+      } catch (error) {
+        if (error instanceof CutShort) {
+          target.abort();
+          log.add(false, target.sent, true);
+          return error.reason;
+        }
+      }
+      target.abort();                   // a request a library gave up on (opossum's timeout) ends with its call
+      log.add(ok, target.sent);
+      // a call rejected without a request (open breaker) takes microseconds: let I/O in between
+      if (!target.sent.length) await new Promise(resolve => setImmediate(resolve));
+    }
+  }
+}
+
+module.exports = { ClientService };

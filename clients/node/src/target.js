@@ -1,0 +1,70 @@
+'use strict';
+// One virtual user's keep-alive connection to the target; records every request it sends.
+
+const http = require('http');
+
+const REQUEST_TIMEOUT_MS = 60000;
+
+class RequestFailed extends Error {               // a non-2xx or a connection error: what the patterns react to
+  constructor(status) {
+    super(`request failed with status ${status}`);
+    this.status = status;
+  }
+}
+
+class Target {
+  constructor(job, guard) {
+    this.job = job;
+    this.guard = guard;
+    this.agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    this.sent = [];
+    this.inFlight = null;
+  }
+
+  /** One request; resolves on 2xx, rejects with RequestFailed (or the guard's CutShort). */
+  send() {
+    this.guard.beforeRequest();
+    const began = process.hrtime.bigint();
+    return new Promise((resolve, reject) => {
+      const record = { settled: false };
+      const finish = status => {
+        if (record.settled) return;
+        record.settled = true;
+        this.inFlight = null;
+        this.sent.push([this.guard.sinceStartUs(began), Number((process.hrtime.bigint() - began) / 1000n), status]);
+        if (status === 0 && this.guard.cut) reject(this.guard.cut);
+        else if (status >= 200 && status < 300) resolve(status);
+        else reject(new RequestFailed(status));
+      };
+      const request = http.request({
+        host: this.job.host, port: this.job.port, path: this.job.path, method: 'GET', agent: this.agent,
+        timeout: Math.min(REQUEST_TIMEOUT_MS, this.guard.remainingMs() + 10),
+      }, response => {
+        response.on('data', () => {});
+        response.on('end', () => finish(response.statusCode));
+        response.on('error', () => finish(0));
+        response.on('aborted', () => finish(0));
+      });
+      request.on('timeout', () => request.destroy(new Error('timeout')));
+      request.on('error', () => finish(0));
+      request.end();
+      this.inFlight = { request, finish };
+    });
+  }
+
+  /** The job is over (deadline, caller gone, or the call ended): a request still running ends now, status 0. */
+  abort() {
+    const flight = this.inFlight;
+    if (flight) {
+      flight.finish(0);
+      flight.request.destroy();
+    }
+  }
+
+  close() {
+    this.abort();
+    this.agent.destroy();
+  }
+}
+
+module.exports = { Target, RequestFailed };
