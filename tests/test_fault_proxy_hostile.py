@@ -501,6 +501,49 @@ def test_interim_responses_are_relayed_before_the_final_one(live_proxy):
         upstream.close()
 
 
+class SlowBodyUpstream(CannedUpstream):
+    """Writes a response head, then (after a pause) its body, as gunicorn writes them apart."""
+
+    def __init__(self, head: bytes, body: bytes | None, pause: float = 0.2):
+        self.head, self.body, self.pause = head, body, pause
+        super().__init__(b"")
+
+    def _serve(self, connection: socket.socket) -> None:
+        with connection:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += connection.recv(65536)
+            connection.sendall(self.head)
+            time.sleep(self.pause)
+            if self.body is not None:
+                connection.sendall(self.body)
+            connection.shutdown(socket.SHUT_WR)
+
+
+def test_a_small_body_written_after_its_head_leaves_with_it_in_one_piece(live_proxy):
+    upstream = SlowBodyUpstream(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n", b"hello")
+    try:
+        proxy = live_proxy(upstream=upstream.port)
+        with socket.create_connection(("127.0.0.1", proxy.data_port), timeout=ANSWER_WITHIN) as connection:
+            connection.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = connection.recv(65536)
+        # the head waited for the body (200 ms later) instead of going out alone
+        assert first.startswith(b"HTTP/1.1 200 ") and first.endswith(b"\r\n\r\nhello"), first
+    finally:
+        upstream.close()
+
+
+def test_a_head_whose_body_never_comes_is_a_502_not_a_truncated_response(live_proxy):
+    upstream = SlowBodyUpstream(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n", None, pause=0)
+    try:
+        proxy = live_proxy(upstream=upstream.port)
+        response = exchange(proxy.data_port, b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n", half_close=False)
+        assert statuses(response) == [502], response
+        assert proxy.counters()["upstream_rq_failed"] == 1
+    finally:
+        upstream.close()
+
+
 # -- the admin API -------------------------------------------------------------------------------
 A = "fault.http.abort."
 D = "fault.http.delay."

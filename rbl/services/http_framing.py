@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from typing import NamedTuple
 
 MAX_HEAD_BYTES = 64 * 1024          # request or response head, trailers included (431 beyond)
@@ -252,11 +253,23 @@ def local_reply(status: int, body: bytes, keep_alive: bool) -> bytes:
             f"content-type: text/plain\r\nconnection: {connection}\r\n\r\n").encode() + body
 
 
-def with_connection_header(head: bytes, connection: bytes | None, keep_alive: bool) -> bytes:
-    """A response head (without its blank line) with the downstream's own Connection header."""
+def with_connection_header(head: bytes, connection: bytes | None, keep_alive: bool) -> bytes | None:
+    """A response head (without its blank line) with the downstream's own Connection header, or
+    None when the head already says the right thing (HTTP/1.1 keeps alive by default)."""
     wanted = b"keep-alive" if keep_alive else b"close"
     if connection == wanted or connection is None and keep_alive:
-        return head + HEAD_END                   # already right (HTTP/1.1 keeps alive by default)
+        return None
     lines = [line for line in head.split(b"\r\n") if not line[:11].lower() == b"connection:"]
     lines.append(b"connection: " + wanted)
     return b"\r\n".join(lines) + HEAD_END
+
+
+def set_nodelay(transport) -> None:
+    """TCP_NODELAY, deliberately: every write is a whole message (or the rest of a large one), so
+    Nagle could only hold a small reply back until the peer's delayed ACK (tens of ms)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass                                  # the connection is already gone

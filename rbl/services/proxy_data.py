@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 from typing import NamedTuple
 
-from .http_framing import HEAD_END, MAX_HEAD_BYTES, MAX_LINE_BYTES, FramingError, local_reply, parse_request_head
+from .http_framing import (HEAD_END, MAX_HEAD_BYTES, MAX_LINE_BYTES, FramingError, local_reply, parse_request_head,
+                           set_nodelay)
 from .proxy_upstream import Upstream
 
 
@@ -96,6 +97,7 @@ class Downstream(asyncio.Protocol):
     # -- connection events ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        set_nodelay(transport)
         if not self.connections.admit(self):
             self._reject(FramingError("too many connections", 503))
             return

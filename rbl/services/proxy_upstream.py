@@ -6,11 +6,19 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .http_framing import (HEAD_END, MAX_HEAD_BYTES, CloseBody, FramingError, parse_response_head,
-                           with_connection_header)
+from .http_framing import (HEAD_END, MAX_HEAD_BYTES, CloseBody, FramingError, LengthBody, parse_response_head,
+                           set_nodelay, with_connection_header)
 
 if TYPE_CHECKING:
     from .proxy_data import Downstream
+
+# A response head waits for the first bytes of a Content-Length body up to this size, so that a
+# head and body the target wrote separately (gunicorn does) leave in one write, as nginx's
+# postpone_output does; the client cannot use a head without its body anyway. Larger bodies, and
+# chunked or close-delimited ones (which may stream), get their head at once.
+POSTPONE_BODY_BYTES = 64 * 1024
+# Above this size a head and a body piece go out as a vectored write instead of one joined copy.
+JOIN_BYTES = 16 * 1024
 
 
 class Upstream(asyncio.Protocol):
@@ -25,15 +33,17 @@ class Upstream(asyncio.Protocol):
         self.body = None
         self.reusable = True
         self.head_only = False
+        self.held = b""                  # a response head waiting for its body's first bytes
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        set_nodelay(transport)
         if self.downstream.write_paused:
             transport.pause_reading()
 
     def send(self, head: bytes, head_only: bool) -> None:
         self.buffer.clear()
-        self.in_flight, self.head_sent, self.head_only, self.body = True, False, head_only, None
+        self.in_flight, self.head_sent, self.head_only, self.body, self.held = True, False, head_only, None, b""
         self.transport.write(head)
 
     def close(self) -> None:
@@ -57,7 +67,7 @@ class Upstream(asyncio.Protocol):
             self.abandon()                           # bytes nobody asked for: do not trust the connection
             return
         if self.head_sent:
-            self._relay(data, b"")
+            self._relay(data, 0, 0, b"")
             return
         if self.buffer:                              # a head in pieces (rare): join them
             self.buffer += data
@@ -69,7 +79,7 @@ class Upstream(asyncio.Protocol):
             self._fail(str(error).encode())
 
     def _read_head(self, data: bytes) -> None:
-        start = 0
+        start = head_start = 0
         while True:
             end = data.find(HEAD_END, start)
             if end < 0 and len(data) - start <= MAX_HEAD_BYTES:
@@ -79,7 +89,7 @@ class Upstream(asyncio.Protocol):
                 raise FramingError("upstream response head too large", 502)
             head = data[start:end]
             response = parse_response_head(head, self.head_only)
-            start = end + 4
+            head_start, start = start, end + 4
             if response.status == 101:
                 raise FramingError("upstream switched protocols", 502)
             if response.status >= 200:
@@ -90,26 +100,49 @@ class Upstream(asyncio.Protocol):
         if isinstance(response.body, CloseBody):
             downstream.keep_alive = False
         self.head_sent, self.body = True, response.body
-        self._relay(data[start:], with_connection_header(head, response.connection, downstream.keep_alive))
+        rewritten = with_connection_header(head, response.connection, downstream.keep_alive)
+        if rewritten is None:
+            self._relay(data, start, head_start, b"")           # the head goes out as the target sent it
+        else:
+            self._relay(data, start, start, rewritten)
 
-    def _relay(self, data: bytes, head: bytes) -> None:
-        """Pass the response body (after `head`, if any) and finish at its end."""
+    def _relay(self, data: bytes, start: int, send_from: int, head: bytes) -> None:
+        """Pass the response body that starts at data[start] and finish at its end. What is sent is
+        `head` then data[send_from:body end]: send_from < start when data holds the head unchanged,
+        so a whole response read in one piece is written on as that same object, without a copy."""
         body = self.body
         try:
-            end = 0 if body is None else body.consume(data, 0)
+            end = start if body is None else body.consume(data, start)
         except FramingError as error:
             self._fail(str(error).encode())
             return
-        piece = data if end == len(data) else data[:end]
-        if head:
-            self.downstream.transport.write(head + piece)    # one write (one syscall) for small responses
-            self.downstream.replied = True
-        elif piece:
-            self.downstream.transport.write(piece)
+        downstream = self.downstream
+        if not downstream.replied and (head or send_from < start):
+            if end == start and type(body) is LengthBody and body.remaining <= POSTPONE_BODY_BYTES:
+                self.held = head + data[send_from:start]        # no body bytes yet: wait for them
+                return
+            downstream.replied = True
+        held, self.held = self.held, b""
+        if held or head:
+            piece = data[send_from:end] if send_from or end < len(data) else data
+            self._write(held + head, piece)
+        elif send_from == 0 and end == len(data):
+            downstream.transport.write(data)                    # the usual case: no copy
+        elif end > send_from:
+            downstream.transport.write(data[send_from:end])
+        if held:
+            downstream.replied = True
         if body is None or body.done:
             if end < len(data):
                 self.reusable = False                # bytes beyond the response: out of step
             self._done()
+
+    def _write(self, head: bytes, piece: bytes) -> None:
+        """A head and a body piece in one system call: joined when small, vectored otherwise."""
+        if len(piece) <= JOIN_BYTES:
+            self.downstream.transport.write(head + piece)
+        else:
+            self.downstream.transport.writelines((head, piece))
 
     def _done(self) -> None:
         self.in_flight = False
