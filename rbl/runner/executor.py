@@ -143,7 +143,7 @@ class Executor:
         self.run.append_round(rows)
         outcome.rounds_run += 1
         for row in rows:
-            for oracle in {v["oracle"] for v in row["oracleViolations"]} - {"more"}:
+            for oracle in {v["oracle"] for v in row["oracleViolations"]}:
                 outcome.violations[oracle] = outcome.violations.get(oracle, 0) + 1
         outcome.timings.append(timing)
 

@@ -36,7 +36,6 @@ from .metrics import is_success
 # where the library starts its timer. A busy machine only makes waits longer, never shorter.
 TIMER_TOLERANCE_MS = WAIT_TOLERANCE_MS + 1.5
 FAMILY_ALPHA = 0.01          # chance that a correct run reports any fault-rate violation at all
-MAX_PER_ROW = 5              # violations listed per row; then a count
 
 
 @dataclass(frozen=True)
@@ -180,8 +179,12 @@ def request_count_violation(reported: int, seen: int, any_cut_short: bool) -> Vi
 
 
 def as_records(violations: list[Violation]) -> list[dict]:
-    """A row's `oracleViolations`: at most MAX_PER_ROW, then one saying how many more."""
-    records = [v.record() for v in violations[:MAX_PER_ROW]]
-    if len(violations) > MAX_PER_ROW:
-        records.append({"oracle": "more", "message": f"and {len(violations) - MAX_PER_ROW} more"})
-    return records
+    """A row's `oracleViolations`: one record per oracle broken, with its first message and how
+    many times the user broke it (a breaker can break one invariant hundreds of times)."""
+    records: dict[str, dict] = {}
+    for v in violations:
+        if v.oracle in records:
+            records[v.oracle]["count"] += 1
+        else:
+            records[v.oracle] = {**v.record(), "count": 1}
+    return list(records.values())

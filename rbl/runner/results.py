@@ -338,7 +338,8 @@ def _cell(value) -> object:
     if value is None:
         return ""
     if isinstance(value, list):          # oracleViolations: their messages
-        return "; ".join(f"{v.get('oracle')}: {v.get('message')}" if isinstance(v, dict) else str(v) for v in value)
+        return "; ".join(f"{v.get('oracle')}: {v.get('message')}" + (f" ({v['count']} times)" if v.get("count", 1) > 1 else "")
+                         if isinstance(v, dict) else str(v) for v in value)
     if value is True or value is False:
         return str(value).lower()
     return value

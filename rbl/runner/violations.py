@@ -20,7 +20,7 @@ def violation_counts(run: RunDirectory) -> tuple[Counter, dict[str, list[str]]]:
     for row in run.rows():
         found = row.get("oracleViolations") or []
         for oracle in dict.fromkeys(v.get("oracle") for v in found if isinstance(v, dict)):
-            if oracle == "more" or not isinstance(oracle, str):
+            if not isinstance(oracle, str):
                 continue
             counts[oracle] += 1
             shown = examples.setdefault(oracle, [])
