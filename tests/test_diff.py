@@ -1,0 +1,99 @@
+"""`rbl diff` (rbl/report/diff.py) on real runs: a run against itself differs nowhere; an abort
+fault against a delay fault at the same rate differs where retries fire (50%), not where no fault
+is injected (0%); the bootstrap difference itself on data with a known answer."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rbl.report.stats import difference
+
+from .test_run import rbl
+
+SPACE = """
+space compared {{
+  rounds = 3
+  users = 4
+  successes = 5
+  max_requests = 60
+  target = "/bytes/64"
+  {fault}
+  fault.rate in [0%, 50%]
+  client tenacity.retry {{
+    stop_after_attempt = 4
+    wait = none
+  }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("diff")
+    for name, fault in (("aborts", "fault.kind = abort"), ("delays", "fault.kind = delay\n  fault.duration = 5ms")):
+        (work / f"{name}.rbl").write_text(SPACE.format(fault=fault))
+        done = rbl("run", f"{name}.rbl", "-o", name, cwd=work)
+        assert done.returncode == 0, done.stderr
+    return work
+
+
+def diff_json(work: Path, a: str, b: str, *options: str) -> dict:
+    done = rbl("diff", a, b, "--format", "json", "-o", f"diff-{a}-{b}", *options, cwd=work)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_run_against_itself_differs_nowhere(runs):
+    result = diff_json(runs, "aborts", "aborts")
+    assert len(result["cells"]) == 2 * 3                       # two cells x the three default metrics
+    assert not [c for c in result["cells"] if c["significant"]]
+    assert all(c["difference"] == 0 for c in result["cells"])
+
+
+def test_abort_against_delay_differs_in_requests_at_50_percent_only(runs):
+    result = diff_json(runs, "aborts", "delays", "--metric", "totalRequests")
+    by_rate = {c["faultRate"]: c for c in result["cells"]}
+    assert set(by_rate) == {0, 50}
+    assert not by_rate[0]["significant"] and by_rate[0]["difference"] == 0   # no fault: 5 requests either way
+    assert by_rate[50]["significant"] and by_rate[50]["difference"] < 0     # aborts retried, delays did not
+    assert by_rate[50]["ci95High"] < 0
+
+
+def test_text_csv_and_figure(runs):
+    text = rbl("diff", "aborts", "delays", "-m", "totalRequests", "-m", "successTimePerRequest", cwd=runs)
+    assert text.returncode == 0, text.stderr
+    assert "differs" in text.stdout and "comparisons differ" in text.stdout
+    out = runs / "delays" / "diff-vs-aborts"                  # the default place
+    assert {p.name for p in out.iterdir()} == {"diff.csv", "diff.json", "diff.png", "diff.svg"}
+    table = list(csv.DictReader(io.StringIO((out / "diff.csv").read_text())))
+    assert len(table) == 2 * 2 and {r["significant"] for r in table} <= {"true", "false"}
+    plain = rbl("diff", "aborts", "delays", "--format", "csv", "-o", "csv-out", cwd=runs)
+    assert plain.stdout.splitlines()[0].startswith("configuration,faultRate,users,metric")
+
+
+def test_bad_arguments_are_usage_errors(runs, tmp_path):
+    unknown = rbl("diff", "aborts", "delays", "--metric", "speed", cwd=runs)
+    assert unknown.returncode == 2 and "unknown metric 'speed'" in unknown.stderr
+    missing = rbl("diff", "aborts", "nowhere", cwd=runs)
+    assert missing.returncode == 2 and "not an rbl run directory" in missing.stderr
+    fmt = rbl("diff", "aborts", "delays", "--format", "xml", cwd=runs)
+    assert fmt.returncode == 2 and "--format" in fmt.stderr
+    assert "Traceback" not in unknown.stderr + missing.stderr + fmt.stderr
+
+
+def test_difference_interval_on_known_data():
+    rng = np.random.default_rng(1)
+    a = [list(rng.normal(100, 5, 10)) for _ in range(5)]
+    b = [list(rng.normal(120, 5, 10)) for _ in range(5)]
+    shifted = difference(a, b, 1000, 0)
+    assert shifted.significant and 15 < shifted.difference < 25 and shifted.low > 0
+    same = difference(a, a, 1000, 0)
+    assert not same.significant and same.difference == 0 and same.low < 0 < same.high
+    few = difference([[1.0, 2.0]], b, 1000, 0)
+    assert few.low is None and not few.significant
