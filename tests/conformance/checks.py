@@ -3,7 +3,7 @@ through rbl client protocol v1 against the real fault proxy and httpbin, and rai
 AssertionError when the service breaks the protocol or the semantics of the configuration it was
 given.
 
-Timing: a wait is never early (a strict lower bound, WAIT_EARLY_MS for the clocks' rounding). Its
+Timing: a wait is never early (a strict lower bound in every round; WAIT_EARLY_MS for rounding). Its
 lateness is judged so that a loaded 2-core machine does not fail a right client and a wrong one
 still fails: each timed job runs TIMED_ROUNDS times while a thread of this process sleeps the same
 lengths with a plain sleep; a wait's lateness less that round's worst plain-sleep oversleep
@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 from .profiles import Profile
 
+# Early: at most the rounding of clocks and timers that count whole milliseconds (a library rounding
+# a wait to the nearest ms, an event loop that reads its clock once per turn).
 WAIT_EARLY_MS = 1.0
 WAIT_LATE_MS = 20.0
 # A breaker's first probe is not a timed sleep: it is the caller's next call after the open duration,
