@@ -156,12 +156,88 @@ def _pybreaker(neutral: Neutral, out: _Native) -> None:
     out.only_one_probe(neutral, "one trial call closes or reopens it")
 
 
+def _ms_value(ms: Fraction) -> int | float:
+    """A duration for a client that takes fractional milliseconds (Node.js, Go)."""
+    return int(ms) if ms.denominator == 1 else float(ms)
+
+
+# a cap for exponential backoffs that need one to grow at all: one day, the longest a job may run
+NO_CAP_MS = 86_400_000
+
+
+def _exponential_cap(neutral: NeutralRetry) -> Fraction:
+    backoff = neutral.backoff
+    if backoff.max_ms is not None:
+        return backoff.max_ms
+    return Fraction(max(NO_CAP_MS, math.ceil(min(max(neutral.waits(), default=0.0), 1e15))))
+
+
+def _opossum(neutral: Neutral, out: _Native) -> None:
+    n = neutral.consecutive_failures
+    # the nearest: at least n calls in the rolling window, every one of them failed
+    out.params.update({"volumeThreshold": n, "errorThresholdPercentage": 99.9, "timeout": 0})
+    out.gaps.append(Gap("opossum opens on a failure rate over a rolling window (errorThresholdPercentage of at "
+                        f"least volumeThreshold calls in rollingCountTimeout), not after {n} consecutive failures: "
+                        "an earlier success in the window keeps it closed",
+                        f"volumeThreshold = {n}, errorThresholdPercentage = 99.9%"))
+    out.whole_ms("resetTimeout", neutral.open_for_ms)
+    out.only_one_probe(neutral, "the first call after resetTimeout decides")
+
+
+def _failsafe(neutral: Neutral, out: _Native) -> None:
+    if isinstance(neutral, NeutralRetry):
+        out.params["maxAttempts"] = neutral.attempts          # WithMaxAttempts counts the first call
+        backoff = neutral.backoff
+        if backoff.kind == "exponential" and backoff.initial_ms > 0:
+            # WithBackoffFactor(delay, maxDelay, factor): min(maxDelay, delay * factor^(k-1)), in nanoseconds
+            out.params.update({"delay": _ms_value(backoff.initial_ms), "delayFactor": float(backoff.multiplier),
+                               "maxDelay": _ms_value(_exponential_cap(neutral))})
+        else:
+            out.params["delay"] = _ms_value(backoff.initial_ms if backoff.kind != "none" else Fraction(0))
+        return
+    # n failures of the last n executions is n consecutive failures; successThreshold p permits p probes
+    out.params.update({"failureThreshold": neutral.consecutive_failures, "delay": _ms_value(neutral.open_for_ms),
+                       "successThreshold": neutral.half_open_permits})
+
+
+def _gobreaker(neutral: Neutral, out: _Native) -> None:
+    # ReadyToTrip trips when ConsecutiveFailures > consecutiveFailures; counts never cleared (interval 0)
+    out.params.update({"readyToTrip": "CONSECUTIVE_FAILURES", "consecutiveFailures": neutral.consecutive_failures - 1,
+                       "interval": 0, "maxRequests": neutral.half_open_permits})
+    if neutral.open_for_ms <= 0:
+        out.gaps.append(Gap("gobreaker stays open for a timeout above 0 (0 means its default, 60 s)", "timeout = 1ms"))
+        out.params["timeout"] = 1
+    else:
+        out.params["timeout"] = _ms_value(neutral.open_for_ms)
+
+
+def _backoff(neutral: Neutral, out: _Native) -> None:
+    # maxTries counts the first call; maxElapsedTime 0: no limit (its default, 15 minutes, ends retries)
+    out.params.update({"maxTries": neutral.attempts, "maxElapsedTime": 0})
+    backoff = neutral.backoff
+    if backoff.kind == "exponential":
+        cap = _exponential_cap(neutral)
+        out.params.update({"backOff": "EXPONENTIAL", "initialInterval": _ms_value(backoff.initial_ms),
+                           "multiplier": float(backoff.multiplier), "randomizationFactor": 0,
+                           "maxInterval": _ms_value(cap)})
+        if cap < backoff.initial_ms:
+            out.gaps.append(Gap(f"an ExponentialBackOff's first wait is initialInterval uncapped "
+                                f"({_ms(backoff.initial_ms)} > max {_ms(cap)})", f"initialInterval = {_ms(backoff.initial_ms)}"))
+    else:
+        out.params.update({"backOff": "CONSTANT",
+                           "interval": _ms_value(backoff.initial_ms if backoff.kind == "constant" else Fraction(0))})
+
+
 MAPPERS: dict[str, Callable[[Neutral, _Native], None]] = {
     "resilience4j": _resilience4j,
     "polly": _polly,
     "cockatiel": _cockatiel,
     "tenacity": _tenacity,
     "pybreaker": _pybreaker,
+    "opossum": _opossum,
+    "failsafe": _failsafe,
+    "gobreaker": _gobreaker,
+    "backoff": _backoff,
 }
 
 

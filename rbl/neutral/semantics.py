@@ -206,6 +206,71 @@ def pybreaker_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> B
     return BreakerBehaviour(f"after {n} consecutive failures", n, c["reset_timeout"] * 1000.0, probes)
 
 
+# ---- opossum, failsafe-go, gobreaker, cenkalti/backoff (docs/library-semantics.md, Node.js and Go) ----
+
+def opossum_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    # fail(): opens when fires >= volumeThreshold and failures / fires * 100 > errorThresholdPercentage
+    return BreakerBehaviour(f"when at least {c['volumeThreshold']} calls are in its {c['rollingCountTimeout']} ms "
+                            f"window and over {c['errorThresholdPercentage']:g}% of them failed", None,
+                            float(c["resetTimeout"]), 1)
+
+
+def failsafe_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    attempts = c["maxAttempts"]
+    if "delayMin" in c or "delayMax" in c:
+        return RetryBehaviour(attempts, None, "WithRandomDelay: uniform in [delayMin, delayMax]")
+    if c.get("jitter") or c.get("jitterFactor"):
+        return RetryBehaviour(attempts, None, "WithJitter / WithJitterFactor around the configured delay")
+    delay = float(c["delay"])
+    if "maxDelay" in c and c["maxDelay"] and delay:
+        # lastDelay = min(maxDelay, lastDelay * delayFactor), from delay
+        return RetryBehaviour(attempts, tuple(min(float(c["maxDelay"]), delay * power(c["delayFactor"], k - 1))
+                                              for k in retry_numbers(attempts)))
+    return RetryBehaviour(attempts, tuple(delay for _ in retry_numbers(attempts)))
+
+
+def failsafe_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    n = c["failureThreshold"]
+    capacity = c.get("failureThresholdingCapacity", n)
+    probes = c.get("successThresholdingCapacity", c.get("successThreshold", c.get("failureExecutionThreshold", capacity)))
+    if "failureRateThreshold" in c:
+        return BreakerBehaviour(f"at a failure rate of {c['failureRateThreshold']:g}% over at least "
+                                f"{c.get('failureExecutionThreshold', 1)} executions in {c['failureThresholdingPeriod']} ms",
+                                None, float(c["delay"]), probes)
+    if "failureThresholdingPeriod" in c:
+        return BreakerBehaviour(f"after {n} failures within {c['failureThresholdingPeriod']} ms", None,
+                                float(c["delay"]), probes)
+    if capacity == n:
+        return BreakerBehaviour(f"after {n} consecutive failures", n, float(c["delay"]), probes)
+    return BreakerBehaviour(f"after {n} failures of the last {capacity} executions", None, float(c["delay"]), probes)
+
+
+def gobreaker_circuit_breaker(c: dict, fault_delay_ms: float | None = None) -> BreakerBehaviour:
+    probes = max(1, c["maxRequests"])             # MaxRequests 0 means 1
+    if c["readyToTrip"] == "CONSECUTIVE_FAILURES":
+        n = c["consecutiveFailures"] + 1          # ConsecutiveFailures > consecutiveFailures
+        cleared = f" within one {c['interval']} ms interval" if c["interval"] else ""
+        return BreakerBehaviour(f"after {n} consecutive failures{cleared}", None if cleared else n,
+                                float(c["timeout"]), probes)
+    return BreakerBehaviour(f"at a failure ratio of at least {c['failureRatio']:g} over at least "
+                            f"{c['minRequests']} requests", None, float(c["timeout"]), probes)
+
+
+def backoff_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    attempts = c["maxTries"] or JAVA_LONG_MAX     # 0: no limit
+    if c["backOff"] == "CONSTANT":
+        return RetryBehaviour(attempts, tuple(float(c["interval"]) for _ in retry_numbers(attempts)))
+    if c["randomizationFactor"]:
+        return RetryBehaviour(attempts, None, f"ExponentialBackOff: each wait within +-{c['randomizationFactor']:g} "
+                                              f"of initialInterval * multiplier^(k-1)")
+    # currentInterval starts at initialInterval (uncapped) and becomes min(maxInterval, current * multiplier)
+    waits, current = [], float(c["initialInterval"])
+    for _ in retry_numbers(attempts):
+        waits.append(current)
+        current = min(float(c["maxInterval"]), current * c["multiplier"])
+    return RetryBehaviour(attempts, tuple(waits))
+
+
 SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
     ("resilience4j", "retry"): resilience4j_retry,
     ("resilience4j", "circuit_breaker"): resilience4j_circuit_breaker,
@@ -215,6 +280,11 @@ SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
     ("cockatiel", "circuit_breaker"): cockatiel_circuit_breaker,
     ("tenacity", "retry"): tenacity_retry,
     ("pybreaker", "circuit_breaker"): pybreaker_circuit_breaker,
+    ("opossum", "circuit_breaker"): opossum_circuit_breaker,
+    ("failsafe", "retry"): failsafe_retry,
+    ("failsafe", "circuit_breaker"): failsafe_circuit_breaker,
+    ("gobreaker", "circuit_breaker"): gobreaker_circuit_breaker,
+    ("backoff", "retry"): backoff_retry,
 }
 
 

@@ -81,4 +81,30 @@ OPOSSUM = Profile(
     neutral_breaker=False,                # a failure rate in a rolling window, not consecutive failures
 )
 
-PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J, COCKATIEL, OPOSSUM)}
+FAILSAFE = Profile(
+    "failsafe", "go", "failsafe", ("baseline", "retry", "circuit_breaker"),
+    retry_fixed=lambda n, ms: {"maxAttempts": n, "delay": ms},
+    # WithBackoffFactor(delay, maxDelay, factor): delay * factor^(k-1), capped at maxDelay
+    retry_exponential=lambda n, ms, m: {"maxAttempts": n, "delay": ms, "maxDelay": 60_000, "delayFactor": m},
+    exponential_waits=_float_waits,
+    # n failures of the last n executions; one probe (successThreshold 1) closes or reopens it
+    breaker=lambda n, ms: {"failureThreshold": n, "delay": ms, "successThreshold": 1},
+)
+
+GOBREAKER = Profile(
+    "gobreaker", "go", "gobreaker", ("baseline", "circuit_breaker"),
+    # ReadyToTrip: ConsecutiveFailures > n - 1; one request in the half-open state
+    breaker=lambda n, ms: {"readyToTrip": "CONSECUTIVE_FAILURES", "consecutiveFailures": n - 1, "timeout": ms,
+                           "maxRequests": 1},
+)
+
+BACKOFF = Profile(
+    "backoff", "go", "backoff", ("baseline", "retry"),
+    # maxTries counts the first call; maxElapsedTime 0: no limit (its default, 15 min, refuses longer waits)
+    retry_fixed=lambda n, ms: {"maxTries": n, "backOff": "CONSTANT", "interval": ms, "maxElapsedTime": 0},
+    retry_exponential=lambda n, ms, m: {"maxTries": n, "backOff": "EXPONENTIAL", "initialInterval": ms, "multiplier": m,
+                                        "randomizationFactor": 0, "maxInterval": 60_000, "maxElapsedTime": 0},
+    exponential_waits=_float_waits,
+)
+
+PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J, COCKATIEL, OPOSSUM, FAILSAFE, GOBREAKER, BACKOFF)}

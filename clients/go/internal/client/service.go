@@ -1,0 +1,147 @@
+package client
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// A pattern turns "send one request" into "one call through the library".
+type Operation func(ctx context.Context) error
+
+// Wrapper is a built pattern instance: it wraps the next operation inward.
+type Wrapper func(next Operation) Operation
+
+// Builder builds a pattern instance from library-native parameters (a JobError when they are wrong).
+type Builder func(params map[string]any) (Wrapper, error)
+
+// Service runs jobs for one library.
+type Service struct {
+	Library  string
+	Version  string
+	Patterns map[string]Builder
+	order    []string
+	Host     string
+	Port     int
+
+	mu     sync.Mutex
+	shared map[string]*list.Element
+	lru    *list.List
+}
+
+type sharedEntry struct {
+	key     string
+	wrapper Wrapper
+}
+
+func NewService(library string, host string, port int) (*Service, error) {
+	lib, ok := Libraries[library]
+	if !ok {
+		return nil, errors.New("unknown library " + library)
+	}
+	return &Service{Library: library, Version: moduleVersion(lib.module), Patterns: lib.patterns, order: lib.order,
+		Host: host, Port: port, shared: map[string]*list.Element{}, lru: list.New()}, nil
+}
+
+func (s *Service) Health() map[string]any {
+	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "patterns": s.order}
+}
+
+func (s *Service) wrapper(job *Job, position int) (Wrapper, error) {
+	step := job.Strategy[position]
+	build, ok := s.Patterns[step.Pattern]
+	if !ok {
+		return nil, jobError("%s has no pattern %s; it has %v", s.Library, shown(clip(step.Pattern, 40)), s.order)
+	}
+	if job.Share == "user" {
+		return build(step.Params)
+	}
+	// share: client: one instance per key across virtual users, as production code shares a breaker
+	params, _ := json.Marshal(step.Params) // maps marshal with sorted keys
+	key := job.Instance + "\x00" + string(rune('0'+position)) + "\x00" + step.Pattern + "\x00" + string(params)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if element, ok := s.shared[key]; ok {
+		s.lru.MoveToFront(element)
+		return element.Value.(*sharedEntry).wrapper, nil
+	}
+	wrapper, err := build(step.Params)
+	if err != nil {
+		return nil, err
+	}
+	s.shared[key] = s.lru.PushFront(&sharedEntry{key, wrapper})
+	if s.lru.Len() > sharedInstancesKept {
+		oldest := s.lru.Back()
+		s.lru.Remove(oldest)
+		delete(s.shared, oldest.Value.(*sharedEntry).key)
+	}
+	return wrapper, nil
+}
+
+// Run runs one job; gone is closed when its caller leaves. A JobError when its strategy is wrong.
+func (s *Service) Run(job *Job, gone <-chan struct{}) (map[string]any, error) {
+	wrappers := make([]Wrapper, len(job.Strategy))
+	for i := range job.Strategy {
+		w, err := s.wrapper(job, i)
+		if err != nil {
+			return nil, err
+		}
+		wrappers[i] = w
+	}
+	started := time.Now()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	deadline := time.AfterFunc(time.Duration(job.MaxDurationMs)*time.Millisecond, func() { cancel(errMaxDuration) })
+	defer deadline.Stop()
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	go func() {
+		select {
+		case <-gone:
+			cancel(errDisconnected)
+		case <-stopWatch:
+		}
+	}()
+	log := &CallLog{}
+	target := newTarget(ctx, job, started, func() int { return log.Requests })
+	defer target.Close()
+	call := Operation(func(context.Context) error { return target.Send() })
+	for i := len(wrappers) - 1; i >= 0; i-- { // outermost first in the job: wrap inside-out
+		call = wrappers[i](call)
+	}
+	stoppedBy := loop(ctx, job, call, target, log)
+	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "vu": job.VU,
+		"total_us": time.Since(started).Microseconds(), "stopped_by": stoppedBy, "calls": log.Calls}, nil
+}
+
+// loop is the paper's loop: the limits are checked before each call, and inside it by the target and the context.
+func loop(ctx context.Context, job *Job, call Operation, target *Target, log *CallLog) string {
+	for {
+		switch {
+		case log.SuccessfulCalls >= job.Successes:
+			return "successes"
+		case log.Requests >= job.MaxRequests:
+			return "max_requests"
+		case ctx.Err() != nil:
+			return cause(ctx).(*CutShort).Reason
+		}
+		err := call(ctx)
+		requests := target.takeCall()
+		var cut *CutShort
+		if errors.As(err, &cut) || (err != nil && ctx.Err() != nil) {
+			if cut == nil {
+				cut = cause(ctx).(*CutShort)
+			}
+			log.Add(false, requests, true)
+			return cut.Reason
+		}
+		log.Add(err == nil, requests, false)
+		if len(requests) == 0 {
+			runtime.Gosched() // a call rejected without a request (open breaker) takes microseconds
+		}
+	}
+}
