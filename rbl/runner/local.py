@@ -1,7 +1,9 @@
 """The local backend: httpbin under gunicorn, the fault proxy and client services as processes.
 
-Used as a context manager: services start in dependency order (target, proxy, clients), each
-health-checked with a timeout, and stop in reverse order on success, failure or Ctrl-C.
+Used as a context manager: services start as soon as what they depend on is known (the target
+and the proxy at once, since the proxy needs only the target's port; the clients, side by side,
+once the proxy has its port), each health-checked with a timeout, and all stop at once on
+success, failure or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import sys
+import threading
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +25,7 @@ from ..errors import EnvironmentMissing, UsageError
 from ..services.protocol import max_jobs_arguments
 from .fault_control import FaultControl
 from .liveness import TOKEN_ENV, process_problem
-from .processes import Service, free_port
+from .processes import Service, ServiceNotReady, free_port, stop_all
 
 HOST = "127.0.0.1"
 READY_TIMEOUT = 30.0
@@ -75,16 +80,26 @@ class LocalBackend:
         self.proxy_port = 0
         self.admin_port = 0
         self.fault: FaultControl | None = None
+        self._lock = threading.Lock()                # services start from several threads
+        self._stopping = False
+        self._starters: ThreadPoolExecutor | None = None
         # the target answers with it (target_app.py), so the runner can tell it from an impostor
         self.target_token = secrets.token_hex(16)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "LocalBackend":
+        self._stopping = False
+        # Services are started from these threads, which must live as long as the services do:
+        # the parent-death signal (processes.py) fires when the *thread* that forked a child exits.
+        self._starters = ThreadPoolExecutor(max_workers=1 + max(1, len(self.libraries)),
+                                            thread_name_prefix="rbl-start")
         try:
-            target_port = self._start_target()
-            self._start_proxy(target_port)
-            for library in self.libraries:
-                self.start_client(library)
+            target_port = free_port()
+            target = self._starters.submit(self._start_target, target_port)
+            self._start_proxy(target_port)           # needs the target's port, not the target
+            clients = [self._starters.submit(self.start_client, library) for library in self.libraries]
+            for started in [target, *clients]:
+                started.result()
         except BaseException:
             self.stop()
             raise
@@ -94,26 +109,36 @@ class LocalBackend:
         self.stop()
 
     def stop(self) -> None:
-        for service in reversed(self.services):
-            service.stop()
+        with self._lock:
+            self._stopping = True                    # a service still starting in a thread is not started
+            services = list(reversed(self.services))
+        stop_all(services)
         self.services.clear()
         self.clients.clear()
+        if self._starters is not None:
+            self._starters.shutdown(wait=True)       # its threads end at once: their services are gone
+            self._starters = None
 
-    def _start(self, name: str, argv: list[str], log: str, env: dict | None = None) -> Service:
+    def _start(self, name: str, argv: list[str], log: str, env: dict | None = None,
+               stop_signal: int = signal.SIGTERM) -> Service:
         # a library's name comes from the plan: keep its log inside logs/ whatever it holds
-        service = Service(name, argv, self.logs / re.sub(r"[^A-Za-z0-9._-]", "_", log).lstrip("."), env)
-        self.services.append(service)
+        with self._lock:
+            if self._stopping:
+                raise ServiceNotReady(f"the {name} was not started: the services are stopping")
+            service = Service(name, argv, self.logs / re.sub(r"[^A-Za-z0-9._-]", "_", log).lstrip("."), env,
+                              stop_signal)
+            self.services.append(service)
         return service
 
     # -- services ----------------------------------------------------------------------------
-    def _start_target(self) -> int:
-        port = free_port()
+    def _start_target(self, port: int) -> int:
+        # SIGQUIT: gunicorn's quick shutdown (its graceful one waits out the gthread workers' 1 s poll)
         service = self._start("target (httpbin under gunicorn)",
                               [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
                                "--workers", str(self.options.workers), "--worker-class", "gthread",
                                "--threads", str(self.options.threads), "--graceful-timeout", "2",
                                "rbl.runner.target_app:app"], "target.log",
-                              env={**os.environ, TOKEN_ENV: self.target_token})
+                              env={**os.environ, TOKEN_ENV: self.target_token}, stop_signal=signal.SIGQUIT)
         service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
         self.target_port = port
         return port

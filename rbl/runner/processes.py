@@ -45,8 +45,10 @@ class ServiceNotReady(EnvironmentMissing):
 class Service:
     """One running child process with its log file."""
 
-    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict | None = None):
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict | None = None,
+                 stop_signal: int = signal.SIGTERM):
         self.name = name
+        self.stop_signal = stop_signal
         self.argv = argv
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,14 +103,25 @@ class Service:
         return ServiceNotReady(f"the {self.name} {what}; see its log: {self.log_path}")
 
     def stop(self, grace: float = 3.0) -> None:
-        """SIGTERM the whole process group, SIGKILL what is left after `grace` seconds."""
+        """SIGTERM (or the service's own stop signal) to the whole process group, SIGKILL what is
+        left after `grace` seconds."""
+        self.terminate()
+        self.reap(time.monotonic() + grace)
+
+    def terminate(self) -> None:
+        """The first half of a stop: ask the process group to go."""
         if self.process.poll() is None:
-            self._signal(signal.SIGTERM)
+            self._signal(self.stop_signal)
+
+    def reap(self, deadline: float) -> None:
+        """The second half: wait until `deadline`, then SIGKILL the group (workers a graceful
+        master may have left) and close the log."""
+        if self.process.poll() is None:
             try:
-                self.process.wait(timeout=grace)
+                self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-        self._signal(signal.SIGKILL)             # workers a graceful master may have left
+        self._signal(signal.SIGKILL)
         self.process.wait()
         self._log.close()
 
@@ -117,3 +130,13 @@ class Service:
             os.killpg(self.process.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def stop_all(services: list[Service], grace: float = 3.0) -> None:
+    """Stop services at once: every group is asked to go first, then each is waited for within
+    one shared grace period (one after another, a run's stop took the sum of their exits)."""
+    for service in services:
+        service.terminate()
+    deadline = time.monotonic() + grace
+    for service in services:
+        service.reap(deadline)
