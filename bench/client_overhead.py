@@ -10,7 +10,16 @@ concurrent virtual users; then 150 concurrent virtual users must all finish with
 The Python client is measured the same way, for comparison. Target (issue 5): median < 200 us
 for the JVM client, and no errors at 150 users.
 
-python3 bench/client_overhead.py [--successes 200]
+Start-up and the first job (issue 16): each client service is started afresh as the runner starts
+it (process start to `listening` and a healthy /health; target < 1 s for the JVM client), then its
+very first job is compared with the jobs after it: the first request of the first job against the
+median first request of the later jobs (each job opens its own connection), and the first job's
+wall time against theirs. Targets: equal within noise (at most 2x the steady median).
+
+Clients are table-driven: KINDS says how the runner starts each library's service, STRATEGIES
+what each is measured with; a new client is one entry in each.
+
+python3 bench/client_overhead.py [--successes 200] [--startups 3]
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,6 +40,9 @@ from rbl.runner.client_builds import client_jar  # noqa: E402
 from rbl.runner.local import LocalBackend, LocalOptions  # noqa: E402
 
 TARGET_US = 200
+STARTUP_TARGET_S = {"resilience4j": 1.0}
+FIRST_JOB_FACTOR = 2.0
+KINDS = {"resilience4j": "resilience4j", "tenacity": "python"}     # library -> client service kind
 STRATEGIES = {
     "resilience4j": {
         "baseline": [],
@@ -106,16 +119,71 @@ def errors(replies: list[dict], successes: int) -> int:
                or sum(call["ok"] for call in reply["calls"]) != successes)
 
 
+def fresh_start_s(backend: LocalBackend, library: str) -> float:
+    """Stops the library's client service and starts a new one as the runner does; its start-up time."""
+    service, _ = backend.clients.pop(library)
+    service.stop(grace=1.0)
+    backend.services.remove(service)
+    begin = time.perf_counter()
+    backend.start_client(library)
+    return time.perf_counter() - begin
+
+
+def timed_job(port: int, target_url: str, strategy: list, successes: int) -> tuple[float, list[int]]:
+    """(wall ms of one 1-user job, its requests' durations in us)."""
+    begin = time.perf_counter()
+    (reply,) = run_users(port, target_url, strategy, 1, successes)
+    wall = (time.perf_counter() - begin) * 1000
+    return wall, [r[1] for call in reply["calls"] for r in call["requests"]]
+
+
+def startup_and_first_job(backend: LocalBackend, target_url: str, startups: int) -> bool:
+    """Start-up time, then the first job after `listening` against the steady state, per client and pattern."""
+    ok = True
+    print(f"\n{'client':<14} {'strategy':<16} {'start-up s':>10} {'1st request us':>15} {'steady 1st us':>14} "
+          f"{'1st job ms':>11} {'steady job ms':>14}")
+    for library, strategies in STRATEGIES.items():
+        for name, strategy in strategies.items():
+            starts, firsts, steady_firsts, first_walls, steady_walls = [], [], [], [], []
+            for _ in range(startups):
+                starts.append(fresh_start_s(backend, library))
+                port = backend.client_address(library)[1]
+                wall, requests = timed_job(port, target_url, strategy, 20)
+                first_walls.append(wall)
+                firsts.append(requests[0])
+                for _ in range(5):
+                    wall, requests = timed_job(port, target_url, strategy, 20)
+                    steady_walls.append(wall)
+                    steady_firsts.append(requests[0])
+            start, first, steady_first = map(statistics.median, (starts, firsts, steady_firsts))
+            first_wall, steady_wall = statistics.median(first_walls), statistics.median(steady_walls)
+            verdicts = []
+            if library in STARTUP_TARGET_S:
+                met = start < STARTUP_TARGET_S[library]
+                ok &= met
+                verdicts.append(f"start-up {'ok' if met else f'MISSED (target < {STARTUP_TARGET_S[library]:g} s)'}")
+            met = first <= FIRST_JOB_FACTOR * steady_first and first_wall <= FIRST_JOB_FACTOR * steady_wall
+            ok &= met
+            verdicts.append("first job ok" if met else f"first job MISSED (target <= {FIRST_JOB_FACTOR:g}x steady)")
+            print(f"{library:<14} {name:<16} {start:>10.2f} {first:>15.0f} {steady_first:>14.0f} {first_wall:>11.1f} "
+                  f"{steady_wall:>14.1f}  {', '.join(verdicts)}")
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--successes", type=int, default=200, help="successful calls per virtual user")
+    parser.add_argument("--startups", type=int, default=3, help="fresh starts per client and pattern (medians)")
+    parser.add_argument("--startup-only", action="store_true", help="only the start-up and first-job part")
     args = parser.parse_args()
-    options = LocalOptions(proxy="builtin", seed=1, client_jars={"resilience4j": client_jar("resilience4j", say=print)})
+    jars = {library: client_jar(kind, say=print) for library, kind in KINDS.items() if kind == "resilience4j"}
+    options = LocalOptions(proxy="builtin", seed=1, client_jars=jars)
     ok = True
-    with tempfile.TemporaryDirectory() as logs, \
-            LocalBackend(Path(logs), {"resilience4j": "resilience4j", "tenacity": "python"}, options) as backend:
+    with tempfile.TemporaryDirectory() as logs, LocalBackend(Path(logs), KINDS, options) as backend:
         backend.fault.apply({"kind": "abort", "rate": 0, "status": 503})
         target_url = backend.target_url("/bytes/100")
+        if args.startup_only:
+            return 0 if startup_and_first_job(backend, target_url, args.startups) else 1
         print(f"{'client':<14} {'strategy':<16} {'users':>5} {'requests':>9} {'gap p50 us':>11} {'p95 us':>8}")
         for library, strategies in STRATEGIES.items():
             port = backend.client_address(library)[1]
@@ -147,6 +215,7 @@ def main() -> int:
               f"gap p50 {statistics.median(gaps):.0f} us (2 cores shared with httpbin and the proxy)  "
               f"{'ok' if failed == 0 and len(replies) == 150 else 'MISSED'}")
         ok &= failed == 0 and len(replies) == 150
+        ok &= startup_and_first_job(backend, target_url, args.startups)
     return 0 if ok else 1
 
 

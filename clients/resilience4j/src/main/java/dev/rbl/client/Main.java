@@ -77,8 +77,37 @@ public final class Main {
         Runtime.getRuntime().addShutdownHook(new Thread(front::stop));
         String self = host.equals("0.0.0.0") ? "127.0.0.1" : host;
         Target.warmUp(URI.create("http://" + self + ":" + front.port() + "/health"));
+        warmUpJobs(service, self, front.port());
         System.out.println("listening " + front.port());
         System.out.flush();
+    }
+
+    /**
+     * Runs a few jobs of every pattern against this service's own /health before `listening`, as a
+     * POST /run would (JSON, job checks, Resilience4j decorators, reply): without it the first
+     * jobs paid 0.1-0.5 s of class loading and JIT compilation, measured as time on the target.
+     */
+    static void warmUpJobs(ClientService service, String host, int port) {
+        Job.Address self = new Job.Address(host, port);
+        String[] strategies = {
+            "[]",
+            "[{\"pattern\":\"retry\",\"params\":{\"maxAttempts\":2,\"intervalFunction\":\"FIXED\","
+                    + "\"waitDuration\":1}}]",
+            "[{\"pattern\":\"circuit_breaker\",\"params\":{\"slidingWindowSize\":10,\"minimumNumberOfCalls\":10}}]",
+        };
+        String authority = host.contains(":") ? "[" + host + "]" : host;
+        for (int round = 0; round < 2; round++) {
+            for (String strategy : strategies) {
+                String body = "{\"strategy\":" + strategy + ",\"target_url\":\"http://" + authority + ":" + port
+                        + "/health\",\"successes\":10,\"max_requests\":20,\"share\":\"user\","
+                        + "\"instance\":\"warm-up\",\"vu\":1}";
+                try {
+                    service.run(Job.parse(Json.parse(body), self), () -> false);
+                } catch (RuntimeException e) {
+                    return;                      // a warm-up that fails only leaves the service cold
+                }
+            }
+        }
     }
 
     private static void fail(String message) {
