@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rbl.services.http_framing import ChunkedBody, FramingError, parse_request_head, parse_response_head
+from rbl.services.http_framing import (ChunkedBody, FramingError, parse_request_head, parse_response_head, request_head,
+                                      response_head)
 
 from .test_fault_proxy_hostile import ANSWER_WITHIN, LiveProxy, exchange
 
@@ -79,6 +80,40 @@ def test_head_parsers_only_raise_framing_errors(head):
             parse(head)
         except FramingError as error:
             assert error.status in PROXY_STATUSES | {502}
+
+
+def _outcome(parse, head):
+    """What a parse gives, with its body as (type, length) (bodies are stateful, never shared)."""
+    try:
+        parsed = parse(head)
+    except FramingError as error:
+        return "error", error.status
+    return (*parsed[:-1], type(parsed.body), getattr(parsed.body, "remaining", None))
+
+
+heads = st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from([b"GET / HTTP/1.1\r\nHost: x", b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: 7",
+                     b"POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked", b"GET / HTTP/1.0",
+                     b"HTTP/1.1 200 OK\r\nContent-Length: 12", b"HTTP/1.1 204 No Content\r\nConnection: close",
+                     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked", b"HTTP/1.0 200 OK", b"GET / HTTP/1.1"]))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(heads, min_size=1, max_size=6))
+def test_remembered_heads_parse_as_the_heads_themselves(sequence):
+    for head in sequence + sequence:                  # the second time from the table
+        assert _outcome(lambda h: request_head(h + b"\r\n\r\n", len(h)), head) == _outcome(parse_request_head, head)
+        for head_only in (False, True):
+            assert _outcome(lambda h: response_head(h, head_only), head) == \
+                _outcome(lambda h: parse_response_head(h, head_only), head)
+
+
+def test_a_remembered_head_gets_a_fresh_body_each_time():
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 5"
+    first, second = response_head(head, False), response_head(head, False)
+    first.body.consume(b"hello", 0)
+    assert first.body.done and not second.body.done and second.body.remaining == 5
 
 
 # -- the live proxy -------------------------------------------------------------------------------

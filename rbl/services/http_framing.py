@@ -157,6 +157,69 @@ def parse_response_head(head: bytes, head_only: bool) -> ResponseHead:
     return ResponseHead(status, connection, reusable, body)
 
 
+# -- parsed heads, remembered ------------------------------------------------------------------------
+# A client repeats the same request head and a target the same response head (its Date changes
+# once a second), and the same bytes always parse the same way: the checks above run once per
+# distinct head instead of once per message (they were most of the proxy's Python time). Only
+# short heads are kept, and the table is emptied when full, so its memory stays under 1 MB.
+CACHED_HEAD_BYTES = 1024
+CACHED_HEADS = 512
+_requests: dict[bytes, tuple] = {}
+_responses: dict[tuple[bytes, bool], tuple] = {}
+
+
+def _body_kind(body) -> tuple:
+    if body is None:
+        return (None, 0)
+    return (type(body), getattr(body, "remaining", 0))
+
+
+def _new_body(kind: tuple):
+    cls, length = kind
+    if cls is None:
+        return None
+    return LengthBody(length) if cls is LengthBody else cls()
+
+
+def _remember(table: dict, key, value) -> None:
+    if len(table) >= CACHED_HEADS:
+        table.clear()
+    table[key] = value
+
+
+def request_head(head: bytes, end: int) -> RequestHead:
+    """parse_request_head(head[:end]) for a head that ends at `end` (its blank line follows)."""
+    known = _requests.get(head)
+    if known is None:
+        request = parse_request_head(head[:end])
+        if request.body is None:
+            known = request                      # immutable: handed out as it is
+        else:
+            known = (request.method, request.keep_alive, _body_kind(request.body))
+        if len(head) <= CACHED_HEAD_BYTES:
+            _remember(_requests, head, known)
+        if request.body is None:
+            return request
+    if type(known) is RequestHead:
+        return known
+    method, keep_alive, kind = known
+    return RequestHead(method, keep_alive, _new_body(kind))
+
+
+def response_head(head: bytes, head_only: bool) -> ResponseHead:
+    """parse_response_head, remembered by the head's bytes."""
+    key = (head, head_only)
+    known = _responses.get(key)
+    if known is None:
+        response = parse_response_head(head, head_only)
+        if len(head) <= CACHED_HEAD_BYTES:
+            _remember(_responses, key, (response.status, response.connection, response.reusable,
+                                        _body_kind(response.body)))
+        return response
+    status, connection, reusable, kind = known
+    return ResponseHead(status, connection, reusable, _new_body(kind))
+
+
 class LengthBody:
     """A Content-Length body: counts bytes down."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import NamedTuple
 
-from .http_framing import (HEAD_END, MAX_HEAD_BYTES, MAX_LINE_BYTES, FramingError, local_reply, parse_request_head,
+from .http_framing import (HEAD_END, MAX_HEAD_BYTES, MAX_LINE_BYTES, FramingError, local_reply, request_head,
                            set_nodelay)
 from .proxy_upstream import Upstream
 
@@ -217,7 +217,7 @@ class Downstream(asyncio.Protocol):
             self._reject(FramingError("request line too long", 414))
             return
         try:
-            request = parse_request_head(head[:end])
+            request = request_head(head, end)
         except FramingError as error:
             self._reject(error)
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .http_framing import (HEAD_END, MAX_HEAD_BYTES, CloseBody, FramingError, LengthBody, parse_response_head,
+from .http_framing import (HEAD_END, MAX_HEAD_BYTES, CloseBody, FramingError, LengthBody, response_head,
                            set_nodelay, with_connection_header)
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class Upstream(asyncio.Protocol):
             if end < 0 or end - start > MAX_HEAD_BYTES:
                 raise FramingError("upstream response head too large", 502)
             head = data[start:end]
-            response = parse_response_head(head, self.head_only)
+            response = response_head(head, self.head_only)
             head_start, start = start, end + 4
             if response.status == 101:
                 raise FramingError("upstream switched protocols", 502)
