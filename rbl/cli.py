@@ -237,6 +237,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                                  "`rbl compile -o` wrote."),
         output: Optional[Path] = typer.Option(None, "-o", "--output",
                                               help="The run directory to create [default: runs/NAME-TIME]."),
+        shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N",
+                                            help="Run shard I of N (I from 0 to N-1): whole scenarios, balanced by "
+                                                 "their estimated duration; join the shards with `rbl merge`."),
         resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
                                               help="Continue an interrupted run: skip its finished rounds, "
                                                    "redo the rest."),
@@ -297,6 +300,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     if resume is not None:
         if output is not None:
             raise UsageError("--resume continues RUN_DIR in place; do not also give -o")
+        if shard is not None:
+            raise UsageError("--resume continues RUN_DIR as the shard it was started as; do not also give --shard")
         digest = None
         if spec is not None and spec.suffix == ".rbl":
             digest = _compile(spec).space.source_sha256
@@ -310,9 +315,13 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         space = _compile(spec).space
         header, lines = plan_header(space), iter_scenario_lines(space)
         check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
-    out = output or default_run_dir(header["name"])
+    shard_ = None
+    if shard is not None:
+        from .runner.shards import parse_shard
+        shard_ = parse_shard(shard)
+    out = output or default_run_dir(header["name"] + (f"-shard{shard_.index}of{shard_.count}" if shard_ else ""))
     raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, options, console, round_timeout,
-                                                           order, order_seed, allow_violations), report))
+                                                           order, order_seed, allow_violations, shard_), report))
 
 
 def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
@@ -395,6 +404,22 @@ def _client_jars(items: list[str]) -> dict[str, Path]:
                              "for example resilience4j=client.jar or gobreaker=./rbl-client-go")
         jars[library] = Path(path)
     return jars
+
+
+@app.command()
+def merge(dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="The shards' run directories (`rbl run --shard I/N -o DIR`)."),
+          output: Path = typer.Option(..., "-o", "--output", help="The merged run directory to create."),
+          allow_gaps: bool = typer.Option(False, "--allow-gaps", help="Write what there is even when rounds are "
+                                          "missing (the exit code is still 3).")):
+    """Join the shards of one plan into one run directory (results.jsonl, CSV, manifest with every
+    shard's host and timing) that `rbl report` reads. Exit 3, listing them, when rounds are missing
+    or in two shards."""
+    from .runner.merge import describe, merge as merge_shards
+    result = merge_shards(dirs, output, allow_gaps, say=lambda text: typer.echo(text, err=True))
+    if result.out is not None:
+        typer.echo(describe(result), err=True)
+        typer.echo(f"next: `rbl report {result.out}`", err=True)
+    raise typer.Exit(result.code)
 
 
 @app.command()

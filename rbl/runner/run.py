@@ -33,6 +33,8 @@ from .plan_file import check_header
 from .progress import RunProgress
 from .requirements import check_requirements
 from .results import RunDirectory
+from . import shards
+from .shards import Shard
 from .run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from .summary import print_failures, print_summary
 from .violations import print_violations, violation_counts
@@ -72,14 +74,19 @@ def prepare_clients(header: dict, options: LocalOptions, console: Console) -> No
 
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
               console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
-              order_seed: int | None = None, allow_violations: bool = False) -> int:
+              order_seed: int | None = None, allow_violations: bool = False, shard: Shard | None = None) -> int:
     run_order = choose_order(header, order, order_seed)          # a bad --order before anything exists
     check_order_fits(run_order, header)
+    if shard is not None:
+        shards.check_fits(shard, header)
     check_environment(header, options, console)
     libraries = [c["library"] for c in header["clients"]]
     run = RunDirectory.create(out, header, scenario_lines, _new_manifest(header, list(dict.fromkeys(libraries))))
     try:
         console.print(f"run directory: {out}", highlight=False)
+        if shards.apply(run, header, shard, rounds_per_scenario(header)):
+            console.print(f"shard {shard}: {run.read_manifest()['shard']['scenarios']} of {header['size']} scenarios",
+                          highlight=False)
         return _execute(run, header, options, console, round_timeout, run_order, allow_violations)
     finally:
         run.close()
@@ -96,6 +103,7 @@ def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: 
             raise UsageError(f"the spec changed since {out} was started",
                              hint="resume without the spec argument, or start a new run")
         run_order = _resumed_order(run, header, order, order_seed, console)
+        shards.apply(run, header, shards.recorded_shard(run.read_manifest()), rounds_per_scenario(header))
         check_environment(header, options, console)
         for warning in run.warnings:
             console.print(f"warning: {warning}", highlight=False, markup=False)
@@ -164,7 +172,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
-            with RunProgress(console, header["size"], rounds_per_scenario(header)) as progress:
+            with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header)) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout, order)
                 executor.execute()
         outcome = executor.outcome

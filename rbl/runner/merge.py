@@ -1,0 +1,233 @@
+"""`rbl merge DIR... -o OUT`: the shards of one plan (shards.py) joined into one run directory
+that `rbl report` and `rbl diff` read as if the plan had run on one machine.
+
+Checked before anything is written: every directory is a run directory of the same plan (the
+plan's digest, recomputed from its files, equals the one its manifest recorded and the others'),
+and every round of the plan is in exactly one of them. A round in two directories is an overlap,
+a round in none a gap: both are listed with the shard each scenario belongs to, and the exit code
+is 3 (the same as a run with failed rounds); nothing is written unless --allow-gaps says to write
+what there is. The rows keep their values; they are written in plan order (scenario, round, user).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
+from .results import RunDirectory
+from .run_order import rounds_per_scenario
+from .shards import Shard, assign, plan_digest, recorded_shard
+
+MAX_LISTED = 20          # missing or overlapping scenarios named; then "and N more"
+
+
+@dataclass
+class ShardDir:
+    path: Path
+    shard: Shard
+    manifest: dict
+    rounds: dict[tuple[str, int], list[dict]] = field(default_factory=dict)
+
+
+@dataclass
+class MergeResult:
+    out: Path | None
+    rows: int
+    shards: list[ShardDir]
+    gaps: list[str]
+    overlaps: list[str]
+    code: int
+
+
+def _read(path: Path) -> tuple[ShardDir, dict, str]:
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory", hint="give the run directories of the shards (their -o)")
+    run = RunDirectory(path)
+    if not (path / "plan.json").is_file() or not (path / "scenarios.jsonl").is_file():
+        raise UsageError(f"{path} is not an rbl run directory (no plan.json and scenarios.jsonl)",
+                         hint="give the run directories `rbl run --shard I/N -o DIR` wrote")
+    header = run.plan_header()
+    digest = plan_digest(header, run.scenarios(header))
+    manifest = run.read_manifest()
+    shard = recorded_shard(manifest) or Shard(0, 1)       # an unsharded run is the one shard of its plan
+    recorded = (manifest.get("shard") or {}).get("plan_sha256")
+    if recorded is not None and recorded != digest:
+        raise UsageError(f"{path}: its plan is not the one its shard was started with (digest {digest[:12]}, "
+                         f"recorded {str(recorded)[:12]})", hint="the run directory was edited; run the shard again")
+    found = ShardDir(path, shard, manifest)
+    for row in run.rows():
+        found.rounds.setdefault((row["scenarioId"], row["round"]), []).append(row)
+    return found, header, digest
+
+
+def merge(dirs: list[Path], out: Path | None, allow_gaps: bool = False, say=print) -> MergeResult:
+    if not dirs:
+        raise UsageError("nothing to merge", hint="give the shards' run directories: rbl merge DIR... -o OUT")
+    if len(set(p.resolve() for p in dirs)) != len(dirs):
+        raise UsageError("a run directory is given twice")
+    read = [_read(path) for path in dirs]
+    first, header, digest = read[0]
+    for other, _, other_digest in read[1:]:
+        if other_digest != digest:
+            raise UsageError(f"{other.path} is a shard of another plan than {first.path} "
+                             f"(plan digests {other_digest[:12]} and {digest[:12]})",
+                             hint="merge only the shards of one plan (the same spec, overrides and rbl version)")
+    shards = [r[0] for r in read]
+    run = RunDirectory(first.path)
+    scenarios = list(run.scenarios(header))
+    per_scenario = rounds_per_scenario(header)
+    owner = _owners(scenarios, shards, per_scenario)
+    users_of = {s["id"]: s["users"] for s in scenarios}
+    sources: dict[tuple[str, int], list[ShardDir]] = defaultdict(list)
+    for shard in shards:
+        for key, rows in shard.rounds.items():
+            if len(rows) == users_of[key[0]]:         # a complete round (rows() already checked each)
+                sources[key].append(shard)
+    gaps, overlaps = [], []
+    missing_by_scenario: dict[str, list[int]] = defaultdict(list)
+    for scenario in scenarios:
+        for round_number in range(1, per_scenario + 1):
+            found = sources.get((scenario["id"], round_number), [])
+            if not found:
+                missing_by_scenario[scenario["id"]].append(round_number)
+            elif len(found) > 1:
+                overlaps.append(f"scenario {scenario['index'] + 1} ({scenario['id']}) round {round_number} is in "
+                                f"{' and '.join(str(s.path) for s in found)}")
+    given = {s.shard.index for s in shards if s.shard.count == shards[0].shard.count}
+    for scenario in scenarios:
+        rounds = missing_by_scenario.get(scenario["id"])
+        if rounds:
+            gaps.append(f"scenario {scenario['index'] + 1} ({scenario['id']}, {scenario['client']}, "
+                        f"{scenario['users']} users, {scenario['fault']['kind']} {scenario['fault']['rate']:g}%): "
+                        f"{_rounds_text(rounds, per_scenario)} missing; {owner(scenario)}")
+    if overlaps:
+        _report("overlap", overlaps, say)
+    if gaps:
+        count = shards[0].shard.count
+        absent = [f"{k}/{count}" for k in range(count) if k not in given]
+        if absent:
+            say(f"shards not given: {', '.join(absent)}")
+        _report("gap", gaps, say)
+    if (gaps and not allow_gaps) or overlaps:
+        return MergeResult(None, 0, shards, gaps, overlaps, EXIT_RUN_FAILED)
+    if out is None:
+        raise UsageError("no output directory", hint="give -o OUT")
+    rows = _write(out, header, scenarios, shards, sources, digest)
+    return MergeResult(out, rows, shards, gaps, overlaps, EXIT_RUN_FAILED if gaps else EXIT_OK)
+
+
+def _owners(scenarios: list[dict], shards: list[ShardDir], per_scenario: int):
+    """Which shard a scenario belongs to, for the message about a gap."""
+    counts = {s.shard.count for s in shards}
+    if len(counts) != 1:
+        return lambda scenario: "its shard depends on the shard count, and the directories use several"
+    count = counts.pop()
+    shard_of, _ = assign(scenarios, count, per_scenario)
+    paths = {s.shard.index: s.path for s in shards}
+
+    def owner(scenario: dict) -> str:
+        k = shard_of[scenario["index"]]
+        if k in paths:
+            return f"shard {k}/{count} ({paths[k]}): continue it with `rbl run --resume {paths[k]}`"
+        return f"shard {k}/{count}, not given: run it with `rbl run PLAN --shard {k}/{count}`"
+    return owner
+
+
+def _rounds_text(rounds: list[int], per_scenario: int) -> str:
+    if len(rounds) == per_scenario:
+        return "every round" if per_scenario > 1 else "its round"
+    return ("round " if len(rounds) == 1 else "rounds ") + ", ".join(map(str, rounds))
+
+
+def _report(kind: str, lines: list[str], say) -> None:
+    say(f"{len(lines)} {kind}{'s' if len(lines) != 1 else ''}:")
+    for line in lines[:MAX_LISTED]:
+        say(f"  {line}")
+    if len(lines) > MAX_LISTED:
+        say(f"  ... and {len(lines) - MAX_LISTED} more")
+
+
+def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir],
+           sources: dict[tuple[str, int], list[ShardDir]], digest: str) -> int:
+    lines = (json.dumps(s, separators=(",", ":"), ensure_ascii=False) for s in scenarios)
+    manifest = _manifest(header, shards, digest)
+    merged = RunDirectory.create(out, header, lines, manifest)
+    rounds_of: dict[str, list[int]] = defaultdict(list)
+    for scenario_id, round_number in sources:
+        rounds_of[scenario_id].append(round_number)
+    try:
+        for scenario in scenarios:                          # plan order: scenario, round, user
+            for round_number in sorted(rounds_of.get(scenario["id"], ())):
+                shard = sources[(scenario["id"], round_number)][0]
+                rows = sorted(shard.rounds[(scenario["id"], round_number)], key=lambda r: r["userId"])
+                merged.append_round(rows)
+        for shard in shards:                               # failed rounds stay on record, with their shard
+            failures = RunDirectory(shard.path).failures()
+            if failures:
+                for failure in failures:
+                    merged.record_failure({**failure, "shard": str(shard.shard)})
+        manifest["rows"] = merged.rows_written
+        merged.write_manifest(manifest)
+        merged.write_csv()
+        _copy_logs(shards, merged)
+        return merged.rows_written
+    finally:
+        merged.close()
+
+
+def _manifest(header: dict, shards: list[ShardDir], digest: str) -> dict:
+    first = shards[0].manifest
+    versions: dict = {}
+    violations: dict[str, int] = {}
+    for shard in shards:
+        for name, value in (shard.manifest.get("versions") or {}).items():
+            versions.setdefault(name, value)
+        for oracle, count in (shard.manifest.get("oracleViolations") or {}).items():
+            if isinstance(count, int):
+                violations[oracle] = violations.get(oracle, 0) + count
+    return {
+        "rbl_run": 1,
+        "rbl_version": first.get("rbl_version"),
+        "spec": first.get("spec") or header.get("source"),
+        "plan": {"name": header.get("name"), "size": header["size"], "rounds": header["rounds"],
+                 "runs": header["runs"]},
+        "plan_sha256": digest,
+        "order": first.get("order"),
+        "warmup": header.get("warmup", 0),
+        "versions": versions,
+        "oracleViolations": violations,
+        "merged_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "shards": [{"shard": str(s.shard), "path": str(s.path), "host": s.manifest.get("host"),
+                    "status": s.manifest.get("status"), "rows": sum(len(r) for r in s.rounds.values()),
+                    "sessions": [{k: v for k, v in session.items()
+                                  if k in ("started_at", "ended_at", "status", "rounds_run", "rounds_failed",
+                                           "proxy", "proxy_seed", "reason")}
+                                 for session in s.manifest.get("sessions") or [] if isinstance(session, dict)]}
+                   for s in sorted(shards, key=lambda s: (s.shard.count, s.shard.index))],
+        "sessions": [],
+        "status": "merged",
+    }
+
+
+def _copy_logs(shards: list[ShardDir], merged: RunDirectory) -> None:
+    """Each shard's service logs under logs/shard-I-of-N/, so a failure stays explainable."""
+    import shutil
+    for shard in shards:
+        source = shard.path / "logs"
+        if source.is_dir():
+            target = merged.logs / f"shard-{shard.shard.index}-of-{shard.shard.count}"
+            try:
+                shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+            except OSError:
+                pass
+
+
+def describe(result: MergeResult) -> str:
+    hosts = sorted({str((s.manifest.get("host") or {}).get("hostname")) for s in result.shards})
+    return (f"merged {len(result.shards)} shard{'s' if len(result.shards) != 1 else ''} "
+            f"({', '.join(hosts)}) into {result.out}: {result.rows} rows")
+
