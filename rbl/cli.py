@@ -185,6 +185,28 @@ def plan(spec: Path = SpecArg,
     typer.echo(plan_summary(space))
 
 
+# Where a plan runs on a cluster (`rbl compile --target kubernetes`, `rbl run --backend kubernetes`)
+ShardsOpt = typer.Option(1, "--shards", min=1, help="kubernetes: the number of shards (the Job's completions).")
+ParallelismOpt = typer.Option(None, "--parallelism", min=1, help="kubernetes: shards running at once "
+                                                                 "[default: all of them].")
+NamespaceOpt = typer.Option(None, "--namespace", help="kubernetes: an existing namespace to use [default: one of "
+                                                      "the run's own, created and removed with it].")
+CpuOpt = typer.Option("1", "--cpu", help="kubernetes: CPU of each shard's pod (request = limit).")
+MemoryOpt = typer.Option("2Gi", "--memory", help="kubernetes: memory of each shard's pod (request = limit).")
+SharedNodesOpt = typer.Option(False, "--allow-shared-nodes", help="kubernetes: let two shards run on one node "
+                                                                  "(they then measure each other).")
+RunnerImageOpt = typer.Option(None, "--runner-image", metavar="REF", help="kubernetes: the image of the shards' "
+                                                                          "pods [default: rbl/runner:VERSION].")
+PullPolicyOpt = typer.Option("IfNotPresent", "--image-pull-policy", help="kubernetes: Always, IfNotPresent or Never.")
+
+
+def _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy):
+    from .backends.kubernetes import ClusterOptions
+    return ClusterOptions(shards=shards, parallelism=parallelism, namespace=namespace,
+                          create_namespace=namespace is None, cpu=cpu, memory=memory, spread=not allow_shared_nodes,
+                          image=runner_image or "", pull_policy=pull_policy)
+
+
 @app.command("compile")
 def compile_(spec: Path = SpecArg,
             output: Path = typer.Option(..., "-o", "--output",
@@ -195,6 +217,13 @@ def compile_(spec: Path = SpecArg,
             force: bool = typer.Option(False, "--force",
                                        help="Write into a directory rbl did not create, or over files "
                                             "edited since rbl wrote them."),
+            target: str = typer.Option("compose", "--target", help="compose (docker-compose.yaml, Envoy config, "
+                                       "docker build context) or kubernetes (kubernetes/rbl.yaml: Namespace, "
+                                       "ConfigMap, Indexed Job; and the runner image's build context)."),
+            shards: int = ShardsOpt, parallelism: Optional[int] = ParallelismOpt,
+            namespace: Optional[str] = NamespaceOpt, cpu: str = CpuOpt, memory: str = MemoryOpt,
+            allow_shared_nodes: bool = SharedNodesOpt, runner_image: Optional[str] = RunnerImageOpt,
+            pull_policy: str = PullPolicyOpt,
             image: list[str] = typer.Option([], "--image", metavar="NAME=REF",
                                             help="Use another image: a base (python, envoy, maven, java; "
                                                  "envoy=none for rbl's proxy) or a prebuilt one instead of "
@@ -206,6 +235,10 @@ def compile_(spec: Path = SpecArg,
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format `{fmt}`", f"use one of {', '.join(FORMATS)}")
+    if target not in ("compose", "kubernetes"):
+        raise UsageError(f"--target must be compose or kubernetes, got {target!r}")
+    if target == "kubernetes" and str(output) == "-":
+        raise UsageError("--target kubernetes writes a directory", hint="give -o DIR")
     space = _compile(spec).space
     if str(output) == "-":
         if image:
@@ -216,6 +249,12 @@ def compile_(spec: Path = SpecArg,
             write_scenarios(space, fmt, sys.stdout)
         return
     header = plan_header(space)
+    if target == "kubernetes":
+        from .backends.kubernetes import compile_kubernetes
+        cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
+                                   pull_policy)
+        compile_kubernetes(space, header, output, fmt, force, cluster, say=lambda text: typer.echo(text, err=True))
+        return
     deployment, images = plan_deployment(header, image)
     directory = CompileDirectory(output, force)
     directory.claim()
