@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import statistics
 import threading
 import time
@@ -200,8 +201,9 @@ def check_retry_neutral_waits(url: str, proxy, native: dict, neutral_waits: list
                  "retry from a neutral value")
 
 
-def breaker_probes(url: str, proxy, profile: Profile, failures: int, open_ms: int) -> tuple[float, int]:
-    """One job against an always-failing upstream: (first probe's delay after opening in ms, probes)."""
+def breaker_probes(url: str, proxy, profile: Profile, failures: int, open_ms: int) -> tuple[float, int, float]:
+    """One job against an always-failing upstream: (first probe's delay after opening in ms, or inf
+    if none came, the number of probes, the open durations that fit between opening and the job's end)."""
     reply = run_job(url, proxy, [{"pattern": "circuit_breaker", "params": profile.breaker(failures, open_ms)}],
                     successes=1, max_requests=1000, max_duration_ms=int(open_ms * 3.5))
     calls = expand(reply["calls"])
@@ -213,9 +215,12 @@ def breaker_probes(url: str, proxy, profile: Profile, failures: int, open_ms: in
         f"after {failures} failures the breaker must open and reject calls without a request"
     assert all(len(calls[i]["requests"]) == 1 for i in sent)
     opened_at = calls[failures - 1]["requests"][0]
+    opened_ms = (opened_at[0] + opened_at[1]) / 1000
+    room = (reply["total_us"] / 1000 - opened_ms) / open_ms
     probes = [calls[i]["requests"][0] for i in sent[failures:]]
-    assert probes, f"no probe went through after the open duration ({open_ms} ms)"
-    return probes[0][0] / 1000 - (opened_at[0] + opened_at[1]) / 1000, len(probes)
+    if not probes:              # none within the job (on a loaded machine its first requests can eat it)
+        return math.inf, 0, room
+    return probes[0][0] / 1000 - opened_ms, len(probes), room
 
 
 def check_breaker_opens_rejects_and_probes(url: str, proxy, profile: Profile, failures: int = 2,
@@ -224,17 +229,20 @@ def check_breaker_opens_rejects_and_probes(url: str, proxy, profile: Profile, fa
     rounds = []
     for _ in range(TIMED_ROUNDS):
         with PlainSleeps([open_ms]) as reference:
-            first_probe_ms, probes = breaker_probes(url, proxy, profile, failures, open_ms)
-        rounds.append((first_probe_ms, probes, reference.worst_ms))
-    shown = ", ".join(f"{delay:.1f} ms (plain sleeps up to {slack:.1f} ms late)" for delay, _, slack in rounds)
-    assert all(delay >= open_ms - WAIT_EARLY_MS for delay, _, _ in rounds), \
+            rounds.append((*breaker_probes(url, proxy, profile, failures, open_ms), reference.worst_ms))
+    shown = ", ".join(f"{delay:.1f} ms (plain sleeps up to {slack:.1f} ms late)" for delay, _, _, slack in rounds)
+    assert all(delay >= open_ms - WAIT_EARLY_MS for delay, _, _, _ in rounds), \
         f"a first probe came early: {shown} after opening, configured {open_ms} ms"
-    lateness = statistics.median(delay - open_ms - slack for delay, _, slack in rounds)
+    lateness = statistics.median(delay - open_ms - slack for delay, _, _, slack in rounds)
+    assert lateness < math.inf, f"no probe went through after the open duration ({open_ms} ms) in most rounds: {shown}"
     assert lateness <= PROBE_LATE_MS, \
         f"first probe {shown} after opening, configured {open_ms} ms (median lateness {lateness:.1f} ms)"
-    # a failed probe opens it again for another open duration: about one probe per open duration
-    counts = [probes for _, probes, _ in rounds]
-    assert 2 <= statistics.median(counts) <= 3, f"{counts} probes in {open_ms * 3.5:.0f} ms with {open_ms} ms open"
+    # a failed probe opens it again for another open duration: one probe per open duration, never
+    # more; and two once there was room for two and a half (judged in most rounds, as the timing)
+    wrong = [probes > room + 1 or room >= 2.5 and probes < 2 for _, probes, room, _ in rounds]
+    assert sum(wrong) <= TIMED_ROUNDS // 2, \
+        (f"probes per round {[probes for _, probes, _, _ in rounds]} with room for "
+         f"{[round(room, 1) for _, _, room, _ in rounds]} open durations of {open_ms} ms after opening")
 
 
 def check_share_client_shares_one_breaker(url: str, proxy, profile: Profile) -> None:
