@@ -67,9 +67,13 @@ def useful_fraction(example: Path) -> tuple[float, float, int]:
     """(wall s, the virtual users' own s, rounds) of one `rbl run` of the example."""
     with tempfile.TemporaryDirectory() as work:
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "rbl", "run", str(example), "-o", f"{work}/run", "--proxy", "builtin"],
-                       stdout=subprocess.DEVNULL, check=True, cwd=REPO)
+        # --allow-violations: a statistical oracle flagging a row is no failure of the run's timing
+        done = subprocess.run([sys.executable, "-m", "rbl", "run", str(example), "-o", f"{work}/run", "--proxy",
+                               "builtin", "--allow-violations"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, cwd=REPO)
         wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"rbl run {example.name} exited {done.returncode}:\n{done.stderr[-2000:]}")
         longest: dict[tuple, float] = {}
         with open(f"{work}/run/results.jsonl", encoding="utf-8") as rows:
             for line in rows:
