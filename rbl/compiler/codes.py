@@ -234,6 +234,12 @@ exactly, the range stops short of it; the label shows the last value.
     "W0302": ("duplicate axis value", """
 The same value twice in one axis produces identical scenarios, run twice.
 """),
+    "W0303": ("size assertion overridden", """
+A command-line override (`--users`, `--set 'fault.rate in [...]'`, `--set LABEL.param ...`)
+changed the size of the space, so its `assert size` no longer holds. The assertion is about the
+spec as written: the run goes ahead with the overridden size, which the plan and the run's
+manifest record together with the overrides. `rbl check SPEC` checks the assertion as written.
+"""),
     "W0501": ("clients compared across libraries do not behave alike", """
 The space compares two clients of the same pattern in different libraries whose native
 configurations do not behave alike: different attempt counts or waits (beyond half a

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .checks.assertions import check_assertions
@@ -12,10 +12,11 @@ from .checks.context import CheckContext
 from .checks.equivalence import check_equivalence
 from .checks.libraries import check_libraries
 from .checks.neutral import check_lets, check_unused_lets
-from .checks.settings import check_settings
+from .checks.settings import SPACE_SETTINGS, check_settings
 from .checks.structure import check_structure
 from .diagnostics import Diagnostic, Diagnostics
 from .frontend import parse_program
+from .overrides import Override, apply_overrides, describe
 from .reading import check_text, decode, read_limited, strip_bom
 from .source import SourceFile
 from .space import Fault, TestSpace
@@ -43,8 +44,9 @@ class CompileResult:
         return self.space is not None
 
 
-def compile_source(text: str, name: str = "<spec>") -> CompileResult:
-    """Compile spec text; never raises for bad input, returns diagnostics instead."""
+def compile_source(text: str, name: str = "<spec>", overrides: list[Override] = ()) -> CompileResult:
+    """Compile spec text; never raises for bad input, returns diagnostics instead. `overrides`
+    (command-line settings) replace the spec's statements before the checks."""
     text = strip_bom(text)
     source = SourceFile(name, text)
     diags = Diagnostics()
@@ -53,22 +55,28 @@ def compile_source(text: str, name: str = "<spec>") -> CompileResult:
     program = parse_program(source, diags)
     if program is None or diags.has_errors:
         return CompileResult(None, diags.sorted())
-    ctx = CheckContext(program, source, diags)
+    program, size_overridden = apply_overrides(program, list(overrides), diags, SPACE_SETTINGS)
+    if diags.has_errors:
+        return CompileResult(None, diags.sorted())
+    ctx = CheckContext(program, source, diags, size_overridden=size_overridden)
     for check in PASSES:
         check(ctx)
     if diags.has_errors:
         return CompileResult(None, diags.sorted())
-    return CompileResult(_test_space(ctx, text, name), diags.sorted())
+    space = _test_space(ctx, text, name)
+    if overrides:
+        space = replace(space, overrides=tuple(describe(list(overrides))))
+    return CompileResult(space, diags.sorted())
 
 
-def compile_bytes(data: bytes, name: str = "<spec>") -> CompileResult:
+def compile_bytes(data: bytes, name: str = "<spec>", overrides: list[Override] = ()) -> CompileResult:
     """Compile a spec's bytes: as compile_source, with encoding errors and the size limit
     reported as located diagnostics."""
     diags = Diagnostics()
     text = decode(data, name, diags)
     if text is None:
         return CompileResult(None, diags.sorted())
-    return compile_source(text, name)
+    return compile_source(text, name, overrides)
 
 
 def compile_file(path: str | Path) -> CompileResult:

@@ -11,7 +11,8 @@ from typing import IO, Iterator
 
 from .. import __version__
 from .axes import RangeAxis
-from .expand import fault_record, iter_scenario_lines, iter_scenarios, native, native_parameters
+from .expand import (configurations, fault_record, iter_scenario_lines, iter_scenarios, native, native_parameters,
+                     neutral_values)
 from .space import TestSpace
 from .units import format_value, native_number
 
@@ -55,7 +56,8 @@ def plan_header(space: TestSpace) -> dict:
         "rbl_plan": PLAN_VERSION,
         "rbl_version": __version__,
         "name": space.name,
-        "source": {"path": space.source_name, "sha256": space.source_sha256},
+        "source": {"path": space.source_name, "sha256": space.source_sha256,
+                   **({"overrides": list(space.overrides)} if space.overrides else {})},
         "size": space.size,
         "rounds": space.rounds,
         "runs": space.runs,
@@ -96,11 +98,41 @@ def _client(client) -> dict:
         return {**record, **_neutral_parameters(client)}
     record["axes"] = [p.name for p in client.axes]
     record["parameters"] = {
-        p.name: ({"values": _axis(p.values, lambda v, p=p: native(p, v))} if p.is_axis
+        p.name: ({"values": _axis(p.values, lambda v, p=p: native(p, v)), **_labels(p)} if p.is_axis
                  else {"value": native(p, p.values[0]), **({} if p.explicit else {"default": True})})
         for p in client.params
     }
     return record
+
+
+def _labels(param) -> dict:
+    """How tables and figures label each value of a short axis: the spec's spelling, with units
+    (`multiplier=5ms`, where the client is handed 0.005)."""
+    if isinstance(param.values, RangeAxis) and len(param.values) > INLINE_AXIS_LIMIT:
+        return {}
+    return {"labels": [f"{param.name}={format_value(v)}" for v in param.values]}
+
+
+def _neutral_labels(client, natives: dict[str, list]) -> dict[str, list[str]]:
+    """For each native axis of a `use` client, a label per value in the neutral value's terms:
+    the neutral axes that stay fixed over every configuration with that native value
+    (`initialIntervalMillis` 20 -> `backoff.initial=20ms`). Left out for very large clients."""
+    axes = [name for name, values in natives.items() if len(values) > 1]
+    if not axes or client.configurations > 10 * INLINE_AXIS_LIMIT:
+        return {}
+    neutral_axes = [p.name for p in client.params if p.is_axis]
+    seen: dict[tuple[str, str], list[dict]] = {}
+    for values, config in zip(neutral_values(client.params), configurations(client)):
+        for name in axes:
+            seen.setdefault((name, json.dumps(config[name])), []).append(values)
+    labels: dict[str, list[str]] = {}
+    for name in axes:
+        for value in natives[name]:
+            combos = seen.get((name, json.dumps(value)), [])
+            fixed = [a for a in neutral_axes if combos and all(c[a] == combos[0][a] for c in combos)]
+            text = " ".join(f"{a}={format_value(combos[0][a])}" for a in fixed) or f"{name}={value}"
+            labels.setdefault(name, []).append(text)
+    return labels
 
 
 def _neutral_parameters(client) -> dict:
@@ -108,10 +140,11 @@ def _neutral_parameters(client) -> dict:
     are its axes, as for any client) and the neutral value itself, with any approximation taken."""
     natives = native_parameters(client)
     neutral = client.neutral
+    labels = _neutral_labels(client, natives)
     return {
         "axes": [name for name, values in natives.items() if len(values) > 1],
-        "parameters": {name: {"values": values} if len(values) > 1 else {"value": values[0]}
-                       for name, values in natives.items()},
+        "parameters": {name: {"values": values, **({"labels": labels[name]} if name in labels else {})}
+                       if len(values) > 1 else {"value": values[0]} for name, values in natives.items()},
         "neutral": {
             "pattern": neutral.pattern,
             "value": neutral.text,

@@ -90,6 +90,7 @@ class TestSpace:
     order: str = "sequential"      # the run order (rbl/runner/run_order.py)
     order_seed: int | None = None  # randomized: the seed, when the spec fixes it
     warmup: int = 0                # rounds per scenario before `rounds`, excluded from the report
+    overrides: tuple[str, ...] = ()  # command-line overrides applied (rbl/compiler/overrides.py)
 
     @property
     def size(self) -> int:

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from ..backends.templating import render_html
 from ..errors import UsageError
 from ..runner.run_checks import manifest_problem
 from ..runner.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
 from .design_notes import design_notes, spin_dependent
+from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
 KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS)
@@ -70,24 +71,20 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
 
 
 def print_table(records: list[dict], metrics: list[str], console: Console) -> None:
-    table = Table(title="median [95% CI] per cell", title_justify="left")
-    table.add_column("configuration")
-    table.add_column("fault %", justify="right")
-    table.add_column("users", justify="right")
-    for metric in metrics:
-        table.add_column(METRIC_TITLES.get(metric, metric), justify="right")
-    table.add_column("status")
+    columns = [NumberColumn("fault %"), NumberColumn("users"),
+               *(NumberColumn(METRIC_TITLES.get(m, m)) for m in metrics), NumberColumn("status", "left")]
+    rows = []
     for r in records:
-        cells = []
+        cells = [f"{r['faultRate']:g}", str(r["users"])]
         for metric in metrics:
             median, low, high = r[f"{metric}.median"], r[f"{metric}.ci95Low"], r[f"{metric}.ci95High"]
             text = "-" if median is None else f"{median:.4g}"
             if low is not None:
                 text += f" [{low:.4g}, {high:.4g}]"
             cells.append(text)
-        table.add_row(r["configuration"], f"{r['faultRate']:g}", str(r["users"]), *cells,
-                      r["status"] if r["status"] == "ok" else f"[red]{r['status']}[/red]")
-    console.print(table)
+        cells.append(r["status"] if r["status"] == "ok" else f"[red]{escape(r['status'])}[/red]")
+        rows.append((r["configuration"], cells))
+    print_keyed_table(console, "median [95% CI] per cell", "configuration", columns, rows)
 
 
 def _manifest(path: Path, console: Console) -> dict:

@@ -9,13 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runner.results import RunDirectory
+from .labels import METRIC_TITLES as TITLES, Labeller
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate
 
 DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
-METRIC_TITLES = {
-    "successTimePerRequest": "average success time (ms)",
-    "totalExecutionTime": "total execution time (ms)",
-}
+METRIC_TITLES = TITLES      # one wording for the summary, tables and figures (labels.py)
 
 
 @dataclass
@@ -60,10 +58,10 @@ class Cell:
         return "ok"
 
 
-def configuration_label(scenario: dict, axes: list[str]) -> str:
-    """The client and the values of its varying parameters, e.g. `resilience4j.retry initialIntervalMillis=20`."""
-    values = " ".join(f"{axis}={scenario['config'].get(axis)}" for axis in axes)
-    return f"{scenario['client']} {values}".strip()
+def configuration_label(scenario: dict, labeller: Labeller) -> str:
+    """The client and the values of its varying parameters in the spec's spelling, e.g.
+    `resilience4j.retry initialIntervalMillis=20ms`."""
+    return labeller.label(scenario)
 
 
 def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: int = 0,
@@ -103,11 +101,11 @@ def axes_by_client(header: dict) -> dict[str, list[str]]:
 
 
 def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> list[dict]:
-    axes = axes_by_client(header)
+    labeller = Labeller(header)
     records = []
     for cell in cells:
         record = {"scenarioId": cell.scenario["id"], "client": cell.client, "library": cell.library,
-                  "pattern": cell.pattern, "configuration": configuration_label(cell.scenario, axes[cell.client]),
+                  "pattern": cell.pattern, "configuration": configuration_label(cell.scenario, labeller),
                   "faultRate": cell.fault_rate, "users": cell.users, "status": cell.status}
         for metric in metrics:
             e = cell.estimates[metric]

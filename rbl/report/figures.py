@@ -1,11 +1,13 @@
 """Figures in the style of the seed paper's Figures 4 and 5: a metric against the fault rate, one
 line per strategy configuration with its 95% band; rows = library (platform), columns = user
-counts; a thicker line for a larger back-off parameter. Cells that failed or have too few
-observations are left out and counted in the panel, never drawn as if they were data."""
+counts. Each configuration has its own colour and marker (a colour-blind-safe palette), the same
+in every panel of its row, explained in the row's legend with units; panels of a row share their
+y axis, so they compare by eye; the baseline is drawn in every panel (as a dashed reference where
+the row's library has none). Cells that failed or have too few observations are left out and
+counted in the panel, never drawn as if they were data."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib
@@ -14,84 +16,107 @@ matplotlib.use("Agg")                     # files only; no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .cells import METRIC_TITLES, Cell, axes_by_client, configuration_label  # noqa: E402
+from .cells import METRIC_TITLES, Cell  # noqa: E402
+from .labels import Labeller  # noqa: E402
 
-PATTERN_COLOURS = {"baseline": "#444444", "retry": "#1f77b4", "circuit_breaker": "#d62728"}
-OTHER_COLOUR = "#2ca02c"
+# Paul Tol's "bright" and "muted" qualitative schemes: distinguishable with the common colour
+# vision deficiencies; the markers differ too, so lines stay apart in greyscale print.
+PALETTE = ("#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377",
+           "#332288", "#117733", "#DDCC77", "#CC6677", "#88CCEE", "#882255", "#44AA99", "#999933")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+BASELINE_COLOUR = "#333333"
 
 
-def _line_widths(header: dict, cells: list[Cell]) -> dict[tuple[str, str], float]:
-    """Per (client, configuration): 1.2 for the smallest back-off value of that client, growing by
-    1.3 for each larger one (configurations ordered by their axis values)."""
-    axes = axes_by_client(header)
-    widths = {}
-    by_client: dict[str, set] = {}
+def _configuration_styles(cells: list[Cell], labeller: Labeller) -> dict[str, dict[str, tuple[str, str]]]:
+    """library -> label -> (colour, marker), in plan order; baselines are drawn apart."""
+    styles: dict[str, dict[str, tuple[str, str]]] = {}
     for cell in cells:
-        key = tuple(cell.scenario["config"].get(a) for a in axes[cell.client])
-        by_client.setdefault(cell.client, set()).add(key)
-    for client, keys in by_client.items():
-        for rank, key in enumerate(sorted(keys, key=lambda k: tuple(str(v) if not isinstance(v, (int, float)) else v
-                                                                       for v in k))):
-            widths[client, json.dumps(list(key))] = 1.2 + 1.3 * rank
-    return widths
+        if cell.pattern == "baseline":
+            continue
+        row = styles.setdefault(cell.library, {})
+        label = labeller.label(cell.scenario)
+        if label not in row:
+            n = len(row)
+            row[label] = (PALETTE[n % len(PALETTE)], MARKERS[(n + n // len(PALETTE)) % len(MARKERS)])
+    return styles
 
 
 def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
+    labeller = Labeller(header)
     libraries = list(dict.fromkeys(c.library for c in cells))
     users = sorted({c.users for c in cells})
-    axes_of = axes_by_client(header)
-    widths = _line_widths(header, cells)
-    figure, grid = plt.subplots(len(libraries), len(users), squeeze=False, sharex=True,
-                                figsize=(max(10.0, 3.6 * len(users) + 1.5), 2.9 * len(libraries) + 1.2))
-    handles = {}
+    styles = _configuration_styles(cells, labeller)
+    title = METRIC_TITLES.get(metric, metric)
+    figure, grid = plt.subplots(len(libraries), len(users), squeeze=False, sharex=True, sharey="row",
+                                figsize=(3.4 * len(users) + 3.8, 2.9 * len(libraries) + 0.9))
     for row, library in enumerate(libraries):
+        own_baseline = any(c.library == library and c.pattern == "baseline" for c in cells)
         for col, user_count in enumerate(users):
             ax = grid[row][col]
-            panel = [c for c in cells if c.library == library and c.users == user_count]
-            lines: dict[str, list[Cell]] = {}
-            for cell in panel:
-                lines.setdefault(configuration_label(cell.scenario, axes_of[cell.client]), []).append(cell)
             omitted = 0
-            for label, line_cells in lines.items():
-                line_cells.sort(key=lambda c: c.fault_rate)
-                shown = [c for c in line_cells if c.status == "ok" and c.estimates[metric].median is not None]
-                omitted += len(line_cells) - len(shown)
-                if not shown:
+            lines: dict[str, list[Cell]] = {}
+            for cell in cells:
+                if cell.users != user_count:
                     continue
-                first = shown[0]
-                key = json.dumps([first.scenario["config"].get(a) for a in axes_of[first.client]])
-                colour = PATTERN_COLOURS.get(first.pattern, OTHER_COLOUR)
-                xs = [c.fault_rate for c in shown]
-                estimates = [c.estimates[metric] for c in shown]
-                (handle,) = ax.plot(xs, [e.median for e in estimates], marker="o", markersize=3, color=colour,
-                                    linewidth=widths.get((first.client, key), 1.2), label=label)
-                banded = [(x, e) for x, e in zip(xs, estimates) if e.low is not None]
-                if banded:
-                    ax.fill_between([x for x, _ in banded], [e.low for _, e in banded], [e.high for _, e in banded],
-                                    color=colour, alpha=0.15, linewidth=0)
-                handles.setdefault(label, handle)
+                # the row's own configurations, and every baseline as the panel's reference
+                if cell.library == library or cell.pattern == "baseline":
+                    lines.setdefault(labeller.label(cell.scenario), []).append(cell)
+            for label, line_cells in lines.items():
+                first = line_cells[0]
+                reference = first.pattern == "baseline" and first.library != library
+                if reference and own_baseline:
+                    continue              # the row has its own baseline: no second one
+                omitted += _draw(ax, label, line_cells, metric, styles.get(library, {}), reference,
+                                 counted=not reference)
             ax.set_title(f"{library}, {user_count} users", fontsize=9)
             ax.grid(True, alpha=0.3)
+            ax.tick_params(labelleft=True, labelsize=8)    # shared y, but every panel keeps its numbers
             if omitted:
                 ax.text(0.02, 0.96, f"{omitted} cell(s) left out: failed or too few observations",
                         transform=ax.transAxes, fontsize=7, va="top", color="#aa0000")
             if row == len(libraries) - 1:
                 ax.set_xlabel("fault rate (%)")
             if col == 0:
-                ax.set_ylabel(METRIC_TITLES.get(metric, metric))
-    figure.suptitle(f"{header['name']}: {METRIC_TITLES.get(metric, metric)}, median and 95% CI", fontsize=11)
-    columns = 2 if max((len(label) for label in handles), default=0) > 40 else 3
-    figure.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(columns, max(1, len(handles))),
-                  fontsize=7, frameon=False)
-    legend_rows = (len(handles) + columns - 1) // columns
-    figure.tight_layout(rect=(0, min(0.5, 0.03 + 0.12 * legend_rows / (2.9 * len(libraries) + 1.2)), 1, 0.95))
+                ax.set_ylabel(title, fontsize=9)
+        handles, names = grid[row][-1].get_legend_handles_labels()
+        for ax in grid[row][:-1]:               # a configuration missing from the last panel
+            for handle, name in zip(*ax.get_legend_handles_labels()):
+                if name not in names:
+                    handles.append(handle)
+                    names.append(name)
+        if handles:
+            grid[row][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=7,
+                                 frameon=False, title=f"{library} configurations", title_fontsize=7)
+    figure.suptitle(f"{header['name']}: {title}, median and 95% CI", fontsize=11)
+    figure.tight_layout(rect=(0, 0, 1, 0.96))
     return figure
+
+
+def _draw(ax, label: str, line_cells: list[Cell], metric: str, row_styles: dict, reference: bool,
+          counted: bool) -> int:
+    """One configuration's line and band; returns how many of its cells were left out."""
+    line_cells = sorted(line_cells, key=lambda c: c.fault_rate)
+    shown = [c for c in line_cells if c.status == "ok" and c.estimates[metric].median is not None]
+    if not shown:
+        return len(line_cells) if counted else 0
+    baseline = shown[0].pattern == "baseline"
+    colour, marker = (BASELINE_COLOUR, "o") if baseline else row_styles.get(label, (PALETTE[0], "o"))
+    xs = [c.fault_rate for c in shown]
+    estimates = [c.estimates[metric] for c in shown]
+    ax.plot(xs, [e.median for e in estimates], color=colour, marker=marker, markersize=5,
+            linewidth=1.2 if reference else 1.6, linestyle="--" if baseline else "-",
+            alpha=0.8 if reference else 1.0, label=f"{label} (reference)" if reference else label, zorder=3)
+    banded = [(x, e) for x, e in zip(xs, estimates) if e.low is not None]
+    if banded and not reference:
+        ax.fill_between([x for x, _ in banded], [e.low for _, e in banded], [e.high for _, e in banded],
+                        color=colour, alpha=0.12, linewidth=0)
+    return len(line_cells) - len(shown) if counted else 0
 
 
 def write_figure(figure: Figure, out_dir: Path, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / f"{stem}.png", out_dir / f"{stem}.svg"]
-    figure.savefig(paths[0], dpi=120)
-    figure.savefig(paths[1])
+    figure.savefig(paths[0], dpi=120, bbox_inches="tight")
+    figure.savefig(paths[1], bbox_inches="tight")
     plt.close(figure)
     return paths

@@ -1,29 +1,47 @@
-"""Progress on stderr: a rich bar on a terminal (scenario i/N, round, elapsed, ETA), plain lines elsewhere."""
+"""Progress on stderr. On a terminal: a rich bar whose counts, elapsed time and ETA come first
+(they never get cut; the scenario's description is cut instead). Elsewhere (a pipe, a CI log):
+one plain line per finished round, at most one every LINE_INTERVAL seconds, and always the last.
+BuildNotice keeps a long client build from looking like a hang."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
+
+LINE_INTERVAL = 2.0          # seconds between plain progress lines
+BUILD_TICK = 10.0            # seconds between "still building" lines
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
 class RunProgress:
-    def __init__(self, console: Console, scenarios: int, rounds: int):
+    def __init__(self, console: Console, scenarios: int, rounds: int, labeller=None):
         self.console = console
         self.scenarios = scenarios
         self.rounds = rounds
         self.total = scenarios * rounds
         self.done = 0
         self.started = time.monotonic()
+        self._last_line = float("-inf")
+        self._labeller = labeller
+        self._current = ""
         self._bar: Progress | None = None
         self._task = None
 
     def __enter__(self) -> "RunProgress":
         if self.console.is_terminal:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("rounds"), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), console=self.console, transient=False)
+            self._bar = Progress(MofNCompleteColumn(), TextColumn("rounds"), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), BarColumn(bar_width=20),
+                                 TextColumn("{task.description}",
+                                            table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+                                 console=self.console, transient=False, expand=True)
             self._bar.start()
             self._task = self._bar.add_task("starting", total=self.total)
         return self
@@ -34,21 +52,76 @@ class RunProgress:
 
     def _describe(self, scenario: dict, round_number: int) -> str:
         fault = scenario["fault"]
-        return (f"scenario {scenario['index'] + 1}/{self.scenarios} round {round_number}/{self.rounds} "
-                f"{scenario['client']} {fault['kind']} {fault['rate']}% u={scenario['users']}")
+        label = self._labeller.label(scenario) if self._labeller else scenario["client"]
+        return (f"scenario {scenario['index'] + 1}/{self.scenarios} round {round_number}/{self.rounds}: "
+                f"{label}, {fault['kind']} {fault['rate']:g}%, {scenario['users']} users")
 
     def round_started(self, scenario: dict, round_number: int) -> None:
-        text = self._describe(scenario, round_number)
+        self._current = self._describe(scenario, round_number)
         if self._bar is not None:
-            self._bar.update(self._task, description=text)
-        elif round_number == 1:
-            elapsed = time.monotonic() - self.started
-            self.console.print(f"[{elapsed:7.1f}s] {text}", highlight=False)
+            self._bar.update(self._task, description=self._current)
 
     def advance(self, scenario: dict, round_number: int, skipped: bool = False) -> None:
         self.done += 1
         if self._bar is not None:
             self._bar.advance(self._task)
+            return
+        now = time.monotonic()
+        if skipped or (now - self._last_line < LINE_INTERVAL and self.done < self.total):
+            return
+        self._last_line = now
+        elapsed = now - self.started
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        described = self._current or self._describe(scenario, round_number)
+        self.console.print(f"[{_clock(elapsed)}] {self.done}/{self.total} rounds, ETA {_clock(eta)}; "
+                           f"last: {described}", highlight=False, markup=False, soft_wrap=True)
 
     def note(self, message: str) -> None:
         self.console.print(message, highlight=False, markup=False)
+
+
+class BuildNotice:
+    """Says that a build started, then that it is still going (every BUILD_TICK seconds, or a
+    spinner with the elapsed time on a terminal), then how long it took."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.started: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._status = None
+
+    def say(self, text: str) -> None:
+        self.started = time.monotonic()
+        self.console.print(text, highlight=False, markup=False)
+        if self.console.is_terminal:
+            self._status = self.console.status("building (the first build downloads from Maven Central) ...")
+            self._status.start()
+            self._thread = threading.Thread(target=self._tick_status, daemon=True)
+        else:
+            self._thread = threading.Thread(target=self._tick_lines, daemon=True)
+        self._thread.start()
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - (self.started or time.monotonic())
+
+    def _tick_status(self) -> None:
+        while not self._stop.wait(1.0):
+            self._status.update(f"building ... {self._elapsed():.0f} s (the first build downloads from Maven Central)")
+
+    def _tick_lines(self) -> None:
+        while not self._stop.wait(BUILD_TICK):
+            self.console.print(f"  still building ({self._elapsed():.0f} s)", highlight=False, markup=False)
+
+    def __enter__(self) -> "BuildNotice":
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._status is not None:
+            self._status.stop()
+        if self.started is not None and exc_type is None:
+            self.console.print(f"  built in {self._elapsed():.0f} s (cached for the next runs)", highlight=False,
+                               markup=False)

@@ -30,12 +30,14 @@ from .durable import is_storage_error, storage_error
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .local import LocalBackend, LocalOptions
 from .plan_file import check_header
-from .progress import RunProgress
+from .progress import BuildNotice, RunProgress
 from .requirements import check_requirements
 from .results import RunDirectory
 from . import shards
 from .shards import Shard
 from .run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
+from ..report.keyed_table import output_width
+from ..report.labels import Labeller
 from .summary import print_failures, print_summary
 from .violations import print_violations, violation_counts
 
@@ -68,8 +70,8 @@ def prepare_clients(header: dict, options: LocalOptions, console: Console) -> No
     for client in header["clients"]:
         library, kind = client["library"], client["service"]
         if kind in BUILT_CLIENTS:
-            options.client_jars[library] = client_jar(kind, options.client_jars.get(library),
-                                                      say=lambda text: console.print(text, highlight=False))
+            with BuildNotice(console) as notice:     # a first build takes a while: say it is alive
+                options.client_jars[library] = client_jar(kind, options.client_jars.get(library), say=notice.say)
 
 
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
@@ -172,7 +174,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
-            with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header)) as progress:
+            with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header)) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout, order)
                 executor.execute()
         outcome = executor.outcome
@@ -180,10 +182,11 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
         manifest["oracleViolations"] = dict(counts)
         _finish(run, manifest, session, "finished with failures" if outcome.failures else "finished", outcome)
         csv_path = run.write_csv()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         _stop(run, manifest, session, "interrupted", executor)
         console.print(f"interrupted: {run.rows_written} rows are saved in {run.path}; "
                       f"continue with `rbl run --resume {run.path}`", highlight=False)
+        interrupt.reported = True          # said once, here; the CLI adds nothing
         raise
     except BaseException as error:
         # a full disk anywhere (a service's log too) is the same stop as one in the run's own files
@@ -197,7 +200,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
             raise stopped from error
         raise
     # a pipe or file gets the whole table, not one squeezed to 80 columns
-    print_summary(run, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 160))
+    print_summary(run, Console(file=sys.stdout, width=output_width(sys.stdout, 160)))
     console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
     if counts:
         print_violations(counts, examples, console, run.path, allow_violations)

@@ -7,8 +7,9 @@ from pathlib import Path
 from statistics import median
 
 from rich.console import Console
-from rich.table import Table
 
+from ..report.keyed_table import NumberColumn, print_keyed_table
+from ..report.labels import METRIC_TITLES, Labeller, plural
 from .results import RunDirectory
 
 
@@ -18,32 +19,36 @@ def _median(values: list[float]) -> str:
 
 
 def summary_rows(run: RunDirectory) -> list[tuple]:
-    axes = {c["label"]: c["axes"] for c in run.plan_header()["clients"]}
+    labeller = Labeller(run.plan_header())
     cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in run.rows():
+        if row.get("warmup"):
+            continue                   # warm-up rounds are not measurements
         # the configuration is shown by the parameters that vary (the axes), the rest is fixed
-        varying = " ".join(f"{name}={row['config'][name]}" for name in axes.get(row["client"], ()))
-        cell = cells[(f"{row['client']} {varying}".strip(), row["faultPercentage"], row["users"])]
+        cell = cells[(labeller.label({"client": row["client"], "config": row["config"]}), row["faultPercentage"],
+                      row["users"])]
         cell["total"].append(row["totalExecutionTime"])
         cell["success"].append(row["successTimePerRequest"])
         cell["applied"].append(row["faultRateApplied"])
-    return [(client, fault, users, len(cell["total"]), _median(cell["total"]), _median(cell["success"]),
+        cell["rounds"].append(row["round"])
+    return [(client, fault, users, len(set(cell["rounds"])), _median(cell["total"]), _median(cell["success"]),
              _median(cell["applied"]))
             for (client, fault, users), cell in cells.items()]
 
 
 def print_summary(run: RunDirectory, console: Console) -> None:
-    table = Table(title="median per virtual user (times in ms)", title_justify="left")
-    for column in ("client and configuration", "fault %", "users", "rows", "total execution time",
-                   "success time per request", "fault % applied"):
-        table.add_column(column, justify="left" if column.startswith("client") else "right")
-    for client, fault, users, rows, total, success, applied in summary_rows(run):
-        table.add_row(client, f"{fault:g}", str(users), str(rows), total, success, applied)
-    console.print(table)
+    overrides = run.plan_header().get("source", {}).get("overrides")
+    if overrides:
+        console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
+    columns = [NumberColumn(name) for name in ("fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
+                                               METRIC_TITLES["successTimePerRequest"], "fault % applied")]
+    rows = [(client, [f"{fault:g}", str(users), str(rounds), total, success, applied])
+            for client, fault, users, rounds, total, success, applied in summary_rows(run)]
+    print_keyed_table(console, "median per virtual user", "client and configuration", columns, rows)
 
 
 def print_failures(failures: list[dict], console: Console, run_path: Path) -> None:
-    console.print(f"{len(failures)} round(s) failed (also in {run_path / 'failures.jsonl'}):", highlight=False)
+    console.print(f"{plural(len(failures), 'round')} failed (also in {run_path / 'failures.jsonl'}):", highlight=False)
     for failure in failures:
         console.print(f"  - scenario {failure['scenarioIndex'] + 1} ({failure['client']}) round {failure['round']}: "
                       f"{failure['reason']}", highlight=False, markup=False)

@@ -22,3 +22,4 @@ class CheckContext:
     assertions: list[SizeAssertion] = field(default_factory=list)
     lets: dict = field(default_factory=dict)            # `let` name -> ast.Let
     used_lets: set = field(default_factory=set)
+    size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)

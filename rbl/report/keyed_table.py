@@ -1,0 +1,74 @@
+"""Terminal tables whose identifying column is never cut: configuration labels are printed whole
+when the table fits the terminal, and otherwise replaced by short keys (A, B, ...) explained in a
+legend below the table. Number columns never shrink below their widest value; headers wrap."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+
+@dataclass(frozen=True)
+class NumberColumn:
+    header: str
+    justify: str = "right"
+
+
+def output_width(stream, fallback: int) -> int | None:
+    """The width to print tables at: the terminal's, or COLUMNS when set; a pipe or file gets
+    `fallback` columns (the whole table, not one squeezed to 80)."""
+    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return fallback
+
+
+def key_name(index: int) -> str:
+    """A, B, ..., Z, AA, AB, ..."""
+    name = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        name = chr(ord("A") + rest) + name
+    return name
+
+
+def print_keyed_table(console: Console, title: str, label_header: str, columns: list[NumberColumn],
+                      rows: list[tuple[str, list[str]]]) -> None:
+    """rows: (configuration label, the other cells as text). Cells may hold rich markup."""
+    table = _table(title, label_header, columns, rows, None)
+    # the narrowest the table gets with every label whole (headers may wrap, numbers never do)
+    needed = Measurement.get(console, console.options.update(width=100_000, max_width=100_000), table).minimum
+    if needed <= console.width:
+        console.print(table)
+        return
+    keys = {label: key_name(i) for i, label in enumerate(dict.fromkeys(label for label, _ in rows))}
+    console.print(_table(title, "key", columns, rows, keys))
+    console.print(f"{label_header}:", highlight=False)
+    for label, key in keys.items():
+        console.print(f"  {key:>3}  {label}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _table(title: str, label_header: str, columns: list[NumberColumn], rows, keys: dict | None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column(label_header, no_wrap=True)
+    for index, column in enumerate(columns):
+        # wide enough for the longest word: a cell may wrap at a space, never inside a number
+        words = [word for _, cells in rows for word in _plain(cells[index]).split()] + column.header.split()
+        table.add_column(column.header, justify=column.justify, min_width=max(len(word) for word in words))
+    for label, cells in rows:
+        table.add_row(keys[label] if keys else _escaped(label), *cells)
+    return table
+
+
+def _escaped(text: str) -> str:
+    from rich.markup import escape
+    return escape(text)
+
+
+def _plain(text: str) -> str:
+    from rich.text import Text
+    return Text.from_markup(text).plain

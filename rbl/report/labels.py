@@ -1,0 +1,63 @@
+"""How a configuration is named in the summary, the report's tables and the figures' legends: the
+client and the values of its axes in the spec's spelling, with units (`tenacity.retry
+multiplier=5ms`, not `multiplier=0.005`), from the labels the plan records for each axis value.
+Plans without them (older ones) fall back to the native values."""
+
+from __future__ import annotations
+
+import json
+
+# One wording everywhere: the summary, the report's table, CSV headers and figure axes.
+METRIC_TITLES = {
+    "successTimePerRequest": "average success time (ms)",
+    "totalExecutionTime": "total execution time (ms)",
+}
+
+
+class Labeller:
+    """Labels for the scenarios of one plan."""
+
+    def __init__(self, header: dict):
+        self._axes: dict[str, list[str]] = {}
+        self._texts: dict[tuple[str, str], dict[str, str]] = {}
+        for client in header.get("clients", []):
+            label = client["label"]
+            self._axes[label] = list(client.get("axes", []))
+            for axis in self._axes[label]:
+                record = client.get("parameters", {}).get(axis, {})
+                values, labels = record.get("values"), record.get("labels")
+                if isinstance(values, list) and isinstance(labels, list) and len(labels) == len(values):
+                    self._texts[label, axis] = {_key(v): text for v, text in zip(values, labels)}
+
+    def axes(self, client: str) -> list[str]:
+        return self._axes.get(client, [])
+
+    def configuration(self, scenario: dict) -> str:
+        """The varying part alone, e.g. `initialIntervalMillis=20ms` ('' for a client without axes)."""
+        client, config = scenario["client"], scenario.get("config", {})
+        parts: list[str] = []
+        for axis in self.axes(client):
+            value = config.get(axis)
+            text = self._texts.get((client, axis), {}).get(_key(value)) or f"{axis}={_native(value)}"
+            if text not in parts:          # a neutral axis can drive several native ones
+                parts.append(text)
+        return " ".join(parts)
+
+    def label(self, scenario: dict) -> str:
+        """Client and configuration, e.g. `resilience4j.retry initialIntervalMillis=20ms`."""
+        return f"{scenario['client']} {self.configuration(scenario)}".strip()
+
+
+def _key(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _native(value) -> str:
+    if value is True or value is False:
+        return "true" if value else "false"
+    return str(value)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 round`, `2 rounds`."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
