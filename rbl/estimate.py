@@ -32,8 +32,7 @@ class Estimate:
 
     def text(self) -> str:
         source = "measured" if self.measured else "assumed"
-        return (f"about {duration_text(self.seconds)} ({source} request time {self.request_ms:.1f} ms; "
-                "the model counts successes, users, retry waits and breaker open times)")
+        return f"about {duration_text(self.seconds)} (estimated with {self.request_ms:.1f} ms per request, {source})"
 
 
 def duration_text(seconds: float) -> str:
