@@ -1,7 +1,8 @@
-"""The `rbl` command line: check, plan, compile, run, explain, import.
+"""The `rbl` command line: check, plan, compile, run, report, explain, import.
 
 Data goes to stdout, diagnostics and progress to stderr. Domain errors (RblError) become exit
-codes in one place, RblGroup.invoke; see rbl/errors.py for the codes.
+codes in one place, RblGroup.invoke; see rbl/errors.py for the codes. Each command imports what
+it needs when it runs, so `rbl --help` and shell completion stay fast (bench/cli_startup.py).
 """
 
 from __future__ import annotations
@@ -16,15 +17,7 @@ from typing import Optional
 import typer
 
 from . import __version__
-from .compiler.codes import CODES, explain as explain_code
-from .compiler.pipeline import CompileResult, compile_bytes
-from .compiler.reading import read_limited
-from .compiler.plan import FORMATS, plan_header, write_plan, write_json_plan, write_scenarios
-from .compiler.expand import iter_scenario_lines
-from .compiler.render import render_all
 from .errors import EXIT_INTERNAL, EXIT_STORAGE, RblError, SpecError, UsageError
-from .runner.durable import is_storage_error
-from .planview import plan_summary
 
 
 def _framework_exceptions() -> tuple[type, ...]:
@@ -52,14 +45,16 @@ class RblGroup(typer.core.TyperGroup):
                 if error.hint:
                     typer.echo(f"  = help: {error.hint}", err=True)
             ctx.exit(error.exit_code)
-        except KeyboardInterrupt:
-            typer.echo("interrupted", err=True)
+        except KeyboardInterrupt as interrupt:
+            if not getattr(interrupt, "reported", False):     # `rbl run` already said what was kept
+                typer.echo("interrupted", err=True)
             ctx.exit(130)
         except BrokenPipeError:
             # the reader went away (`rbl compile -o - | head`): stop quietly, as Unix tools do
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(141)
         except OSError as error:
+            from .runner.durable import is_storage_error
             if not is_storage_error(error):
                 _internal_error(ctx)
             # the disk refused a write (compiling, or writing stdout to a file): not a bug
@@ -82,7 +77,8 @@ def _internal_error(ctx) -> None:
 
 app = typer.Typer(
     cls=RblGroup,
-    add_completion=False,
+    add_completion=True,                  # --install-completion / --show-completion (bash, zsh, fish, ...)
+    rich_markup_mode=None,                # plain help: `[default: ...]` and `--flag` print as written
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="rbl: controlled, repeatable benchmarks of resiliency patterns (Retry, Circuit Breaker) "
@@ -105,6 +101,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 def _read_spec(path: Path) -> bytes:
     """A spec's bytes (decoded by the compiler, which locates encoding errors and applies the
     size limit; only as much is read as that limit needs)."""
+    from .compiler.reading import read_limited
     if str(path) == "-":
         return read_limited(sys.stdin.buffer)
     try:
@@ -122,9 +119,12 @@ def _spec_name(path: Path) -> str:
     return str(path) if str(path) != "-" else "<stdin>"
 
 
-def _compile(spec: Path, json_output: bool = False) -> CompileResult:
-    """Compile a spec, print its diagnostics to stderr; raise SpecError if it has errors."""
-    result = compile_bytes(_read_spec(spec), _spec_name(spec))
+def _compile(spec: Path, json_output: bool = False, overrides: list | None = None):
+    """Compile a spec (with the command line's overrides), print its diagnostics to stderr;
+    raise SpecError if it has errors."""
+    from .compiler.pipeline import compile_bytes
+    from .compiler.render import render_all
+    result = compile_bytes(_read_spec(spec), _spec_name(spec), overrides or [])
     if result.diagnostics and not json_output:
         from .highlight import colour_wanted       # pygments only when there is something to show
         colour = colour_wanted()
@@ -134,7 +134,7 @@ def _compile(spec: Path, json_output: bool = False) -> CompileResult:
     return result
 
 
-def _diagnostics_json(result: CompileResult) -> list[dict]:
+def _diagnostics_json(result) -> list[dict]:
     out = []
     for d in result.diagnostics:
         p = d.primary
@@ -145,23 +145,40 @@ def _diagnostics_json(result: CompileResult) -> list[dict]:
 
 
 SpecArg = typer.Argument(..., help="The spec file (.rbl), or - for standard input.", show_default=False)
+# Overrides, for a quick run of a big spec (rbl/compiler/overrides.py); the same on every command.
+RoundsOpt = typer.Option(None, "--rounds", min=1, metavar="N", help="Override the spec's `rounds`.")
+UsersOpt = typer.Option(None, "--users", metavar="N,M,...",
+                        help="Override the spec's `users` axis, e.g. --users 1,5 or --users 5..50 step 5.")
+SetOpt = typer.Option([], "--set", metavar="SETTING",
+                      help="Override one setting, written as in a spec: --set successes=5, "
+                           "--set 'fault.rate in [0%, 50%]', or a client parameter as LABEL.param "
+                           "(--set 'resilience4j.retry.maxAttempts = 3'). Repeatable. A size "
+                           "assertion that no longer holds is then a warning.")
+
+
+def _overrides(rounds: Optional[int], users: Optional[str], sets: list[str]) -> list:
+    from .compiler.overrides import from_options
+    return from_options(rounds, users, sets)
 
 
 @app.command()
 def check(spec: Path = SpecArg,
-          json_output: bool = typer.Option(False, "--json", help="Print diagnostics as JSON on stdout.")):
+          json_output: bool = typer.Option(False, "--json", help="Print diagnostics as JSON on stdout."),
+          rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
     """Type-check a spec: exit 0 when it is valid, 1 with located diagnostics when not."""
+    overrides = _overrides(rounds, users, sets)
     if json_output:
-        result = compile_bytes(_read_spec(spec), _spec_name(spec))
+        from .compiler.pipeline import compile_bytes
+        result = compile_bytes(_read_spec(spec), _spec_name(spec), overrides)
         typer.echo(json.dumps({"ok": result.ok, "diagnostics": _diagnostics_json(result),
                                "size": result.space.size if result.ok else None}, indent=2))
         if not result.ok:
             raise typer.Exit(1)
         return
-    result = _compile(spec)
-    space = result.space
-    typer.echo(f"ok: {space.name}: {space.size} scenarios x {space.rounds} rounds = {space.runs} runs",
-               err=True)
+    from .report.labels import plural
+    space = _compile(spec, overrides=overrides).space
+    typer.echo(f"ok: {space.name}: {plural(space.size, 'scenario')} x {plural(space.rounds, 'round')} = "
+               f"{plural(space.runs, 'run')}", err=True)
 
 
 @app.command()
@@ -169,20 +186,34 @@ def plan(spec: Path = SpecArg,
          json_output: bool = typer.Option(False, "--json", help="Print the size and breakdown as JSON."),
          mapping: bool = typer.Option(False, "--mapping", help="Show, per configuration, each client's native "
                                       "parameters and the waits (or breaker behaviour) they produce, side by side "
-                                      "across libraries.")):
-    """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, and the runs."""
-    result = _compile(spec, json_output)
-    space = result.space
+                                      "across libraries."),
+         request_time: Optional[float] = typer.Option(None, "--request-time", min=0.01, metavar="MS",
+                                                      help="Milliseconds one request takes on the machine that "
+                                                           "will run the plan, for the estimated duration "
+                                                           "[default: 1.6; `rbl run --dry-run` measures it]."),
+         rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
+    """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, the runs and an
+    estimated duration."""
+    from .compiler.plan import plan_header
+    from .estimate import estimate, sample_space
+    space = _compile(spec, json_output, _overrides(rounds, users, sets)).space
     if mapping:
         from .mappingview import mapping_json, mapping_text
         typer.echo(json.dumps(mapping_json(space), indent=2) if json_output else mapping_text(space))
         return
+    expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time)
     if json_output:
         header = plan_header(space)
         keys = ("name", "size", "rounds", "runs", "breakdown", "fault", "users", "clients")
-        typer.echo(json.dumps({k: header[k] for k in keys}, indent=2))
+        typer.echo(json.dumps({**{k: header[k] for k in keys},
+                               **({"overrides": list(space.overrides)} if space.overrides else {}),
+                               "estimated_seconds": round(expected.seconds, 1)}, indent=2))
         return
+    from .planview import plan_summary
     typer.echo(plan_summary(space))
+    typer.echo(f"time    = {expected.text()}")
+    if space.overrides:
+        typer.echo(f"overrides: {', '.join(space.overrides)}")
 
 
 # Where a plan runs on a cluster (`rbl compile --target kubernetes`, `rbl run --backend kubernetes`)
@@ -227,11 +258,14 @@ def compile_(spec: Path = SpecArg,
             image: list[str] = typer.Option([], "--image", metavar="NAME=REF",
                                             help="Use another image: a base (python, envoy, maven, java; "
                                                  "envoy=none for rbl's proxy) or a prebuilt one instead of "
-                                                 "building it (target, client-python, ...). Repeatable.")):
+                                                 "building it (target, client-python, ...). Repeatable."),
+            rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
     """Compile a spec into its plan (the ordered scenario list of Algorithm 1) and the files that
     stand the experiment up: docker-compose.yaml, envoy/envoy.yaml and the docker build context."""
     from .backends.artifacts import plan_deployment, write_artifacts
     from .backends.output_dir import CompileDirectory
+    from .compiler.expand import iter_scenario_lines
+    from .compiler.plan import FORMATS, plan_header, write_json_plan, write_plan, write_scenarios
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format `{fmt}`", f"use one of {', '.join(FORMATS)}")
@@ -239,7 +273,7 @@ def compile_(spec: Path = SpecArg,
         raise UsageError(f"--target must be compose or kubernetes, got {target!r}")
     if target == "kubernetes" and str(output) == "-":
         raise UsageError("--target kubernetes writes a directory", hint="give -o DIR")
-    space = _compile(spec).space
+    space = _compile(spec, overrides=_overrides(rounds, users, sets)).space
     if str(output) == "-":
         if image:
             raise UsageError("--image applies to the compose file, which `-o -` does not write")
@@ -267,7 +301,7 @@ def compile_(spec: Path = SpecArg,
     for warning in deployment.warnings:
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"wrote {output}: {', '.join(p.relative_to(output).as_posix() for p in files[:3])} "
-               f"and the docker build context ({space.size} scenarios)", err=True)
+               f"and the docker build context ({space.size} scenario{'s' if space.size != 1 else ''})", err=True)
 
 
 @app.command()
@@ -313,11 +347,18 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         image: list[str] = typer.Option([], "--image", "--base-image", metavar="NAME=REF",
                                         help="docker backend: a base image (python, envoy, maven, java; "
                                              "envoy=none for rbl's proxy) or a prebuilt one (target, "
-                                             "client-python, ...), as for `rbl compile`.")):
+                                             "client-python, ...), as for `rbl compile`."),
+        rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt,
+        dry_run: bool = typer.Option(False, "--dry-run", help="Start and check the services (target, proxy, "
+                                                              "clients), measure a request, print the estimated "
+                                                              "duration; run nothing, write no run directory.")):
     """Run a test space on this machine: httpbin, the fault proxy and client services as local
-    processes; results in a run directory (results.jsonl, results.csv, manifest, logs)."""
+    processes; results in a run directory (results.jsonl, results.csv, manifest, logs).
+    Try a big spec small with --rounds 1 --users 5 (or --set); see the run with `rbl report`."""
     from rich.console import Console
 
+    from .compiler.expand import iter_scenario_lines
+    from .compiler.plan import plan_header
     from .runner.local import LocalOptions, resolve_proxy
     from .runner.plan_file import check_header, load_plan_file
     from .runner.run import default_run_dir, resume_run, start_run
@@ -336,11 +377,15 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     if workers is not None:
         options.workers = workers
     console = Console(stderr=True, highlight=False, soft_wrap=True)
+    overrides = _overrides(rounds, users, sets)
     if resume is not None:
         if output is not None:
             raise UsageError("--resume continues RUN_DIR in place; do not also give -o")
         if shard is not None:
             raise UsageError("--resume continues RUN_DIR as the shard it was started as; do not also give --shard")
+        if overrides or dry_run:
+            raise UsageError("--resume continues RUN_DIR with its own plan; --rounds, --users, --set and "
+                             "--dry-run apply to a new run")
         digest = None
         if spec is not None and spec.suffix == ".rbl":
             digest = _compile(spec).space.source_sha256
@@ -349,11 +394,17 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     if spec is None:
         raise UsageError("nothing to run", "give a spec (rbl run examples/quickstart.rbl) or --resume RUN_DIR")
     if spec.suffix == ".json" or spec.is_dir():
+        if overrides:
+            raise UsageError("--rounds, --users and --set apply to a spec (.rbl), not to a compiled plan",
+                             hint="compile the spec with them: rbl compile SPEC --rounds 1 -o DIR")
         header, lines = load_plan_file(spec)
     else:
-        space = _compile(spec).space
+        space = _compile(spec, overrides=overrides).space
         header, lines = plan_header(space), iter_scenario_lines(space)
         check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
+    if dry_run:
+        from .runner.dry_run import dry_run as check_services
+        raise typer.Exit(check_services(header, lines, options, console))
     shard_ = None
     if shard is not None:
         from .runner.shards import parse_shard
@@ -364,11 +415,15 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
 
 def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
-    """After a run that finished (even with failed rounds, which the report marks): the report."""
+    """After a run that finished (even with failed rounds, which the report marks): the report,
+    or how to make it."""
     if wanted:
         from .report.build import build_report
         made = build_report(run_dir, None, None, console)
         console.print(f"report: {made.out_dir / 'report.html'}", highlight=False)
+    else:
+        console.print(f"next: `rbl report {run_dir}` for medians with 95% CIs, figures and an HTML report",
+                      highlight=False, markup=False)
     return code
 
 
@@ -389,9 +444,8 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
     from rich.console import Console
 
     from .report.build import build_report
-    import sys
-    # a pipe or file gets the whole table, not one squeezed to 80 columns
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 180)
+    from .report.keyed_table import output_width
+    console = Console(highlight=False, width=output_width(sys.stdout, 180))
     made = build_report(run_dir, output, metric, console, resamples, seed, include_warmup)
     typer.echo(f"wrote {len(made.files)} files to {made.out_dir} (open {made.out_dir / 'report.html'})", err=True)
 
@@ -464,6 +518,7 @@ def merge(dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="The sha
 @app.command()
 def explain(code: str = typer.Argument(..., help="A diagnostic code, e.g. E0203.")):
     """Print the long explanation of a diagnostic code."""
+    from .compiler.codes import CODES, explain as explain_code
     text = explain_code(code)
     if text is None:
         raise UsageError(f"unknown code `{code}`", f"codes are {', '.join(sorted(CODES))}")
@@ -475,6 +530,7 @@ def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test s
             output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the spec here instead of stdout."),
             force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")):
     """Convert a ResilienceBench JSON test space into an equivalent rbl spec."""
+    from .compiler.render import render_all
     from .importer import ImportFailed, import_file_bytes
 
     if output is not None and output.exists() and not force:
