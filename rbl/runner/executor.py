@@ -223,8 +223,9 @@ class Executor:
         rate = fault_rate_violation(fault["rate"], injected, seen, rounds_in_run)
         if rate:
             shared.append(rate)
-        cut_short = any(call.get("cut_short") for o in observations for call in o["calls"])
-        count = request_count_violation(sum(row["totalRequests"] for row in rows), seen, cut_short)
+        uncertain = any(call.get("cut_short") or any(request[2] == 0 for request in call["requests"])
+                        for o in observations for call in o["calls"])
+        count = request_count_violation(sum(row["totalRequests"] for row in rows), seen, uncertain)
         if count:
             shared.append(count)
         for row, observation in zip(rows, observations):

@@ -170,10 +170,12 @@ def wilson_interval(successes: int, trials: int, alpha: float) -> tuple[float, f
     return (0.0 if successes == 0 else max(0.0, centre - half)), (1.0 if successes == trials else min(1.0, centre + half))
 
 
-def request_count_violation(reported: int, seen: int, any_cut_short: bool) -> Violation | None:
+def request_count_violation(reported: int, seen: int, uncertain: bool) -> Violation | None:
     """Every request a client reports went through the proxy, and no other did (a hidden retry in
-    an HTTP library would be one). A call cut short may have had a request in flight: not checked."""
-    if any_cut_short or reported == seen:
+    an HTTP library would be one). Not checked when a request's fate is `uncertain`: a call cut
+    short may have had one in flight, and a connection error (status 0) may or may not have
+    reached the proxy (a loaded proxy closes idle connections, a client may time out on an answer)."""
+    if uncertain or reported == seen:
         return None
     return Violation("requests.count", f"the clients report {reported} requests, the proxy saw {seen}")
 
