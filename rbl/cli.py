@@ -313,6 +313,14 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N",
                                             help="Run shard I of N (I from 0 to N-1): whole scenarios, balanced by "
                                                  "their estimated duration; join the shards with `rbl merge`."),
+        shards: int = ShardsOpt, parallelism: Optional[int] = ParallelismOpt,
+        namespace: Optional[str] = NamespaceOpt, cpu: str = CpuOpt, memory: str = MemoryOpt,
+        allow_shared_nodes: bool = SharedNodesOpt, runner_image: Optional[str] = RunnerImageOpt,
+        pull_policy: str = PullPolicyOpt,
+        kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="kubernetes: the kubeconfig file "
+                                                                             "[default: KUBECONFIG, ~/.kube/config]."),
+        context: Optional[str] = typer.Option(None, "--context", help="kubernetes: the kubeconfig context "
+                                                                       "[default: its current context]."),
         resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR",
                                               help="Continue an interrupted run: skip its finished rounds, "
                                                    "redo the rest."),
@@ -340,8 +348,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         allow_violations: bool = typer.Option(False, "--allow-violations",
                                               help="Exit 0 even when a client broke an oracle (its configuration's "
                                                    "invariants); the rows still record it."),
-        backend: str = typer.Option("local", "--backend", help="local (processes on this machine) or docker "
-                                                                "(containers through a Docker engine)."),
+        backend: str = typer.Option("local", "--backend", help="local (processes on this machine), docker "
+                                                                "(containers through a Docker engine) or kubernetes "
+                                                                "(--shards pods of a Job on a cluster)."),
         network: str = typer.Option("bridge", "--network", help="docker backend: bridge (a network of the "
                                                                   "run's own) or host."),
         image: list[str] = typer.Option([], "--image", "--base-image", metavar="NAME=REF",
@@ -365,8 +374,15 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
     resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=_client_jars(client_jar))
-    if backend not in ("local", "docker"):
-        raise UsageError(f"--backend must be local or docker, got {backend!r}")
+    if backend not in ("local", "docker", "kubernetes"):
+        raise UsageError(f"--backend must be local, docker or kubernetes, got {backend!r}")
+    if backend == "kubernetes":
+        from .runner.kubernetes_backend import Access
+        access = Access(kubeconfig, context)
+        cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
+                                   pull_policy)
+    elif shards != 1:
+        raise UsageError("--shards applies to --backend kubernetes", hint="to run one shard here, use --shard I/N")
     if backend == "docker":
         from .runner.docker_backend import NETWORKS, DockerOptions
         if network not in NETWORKS:
@@ -383,6 +399,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
             raise UsageError("--resume continues RUN_DIR in place; do not also give -o")
         if shard is not None:
             raise UsageError("--resume continues RUN_DIR as the shard it was started as; do not also give --shard")
+        if backend == "kubernetes":
+            from .runner.kubernetes_backend import resume_on_cluster
+            raise typer.Exit(_maybe_report(resume, console, resume_on_cluster(resume, access, console), report))
         if overrides or dry_run:
             raise UsageError("--resume continues RUN_DIR with its own plan; --rounds, --users, --set and "
                              "--dry-run apply to a new run")
@@ -405,6 +424,13 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     if dry_run:
         from .runner.dry_run import dry_run as check_services
         raise typer.Exit(check_services(header, lines, options, console))
+    if backend == "kubernetes":
+        if shard is not None:
+            raise UsageError("--shard runs one shard here; --backend kubernetes runs --shards N of them")
+        from .runner.kubernetes_backend import run_on_cluster
+        out = output or default_run_dir(header["name"])
+        raise typer.Exit(_maybe_report(out, console, run_on_cluster(header, lines, out, cluster, access, console),
+                                       report))
     shard_ = None
     if shard is not None:
         from .runner.shards import parse_shard

@@ -1,0 +1,151 @@
+"""`rbl run --backend kubernetes` on a real cluster (scripts/k8s-e2e.sh brings up a single-node
+cluster on loopback and runs these with RBL_KUBECONFIG and RBL_RUNNER_IMAGE set). Marked
+`kubernetes`: deselected by default; selected without a cluster, they fail rather than skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, run_rbl
+
+pytestmark = pytest.mark.kubernetes
+
+SPEC = """
+space cluster {
+  rounds = 2
+  users in [1, 2]
+  successes = 3
+  max_requests = 12
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate in [0%, 100%]
+
+  client tenacity.baseline {}
+  client tenacity.retry {
+    stop_after_attempt = 2
+    wait = fixed
+    wait_fixed in [1ms, 2ms]
+  }
+}
+"""
+TIMEOUT = 900
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    kubeconfig = os.environ.get("RBL_KUBECONFIG")
+    if not kubeconfig or not Path(kubeconfig).is_file():
+        pytest.fail("no cluster: run these through scripts/k8s-e2e.sh (it sets RBL_KUBECONFIG)")
+    from kubernetes import client, config
+    api = config.new_client_from_config(config_file=kubeconfig)
+    return kubeconfig, client.CoreV1Api(api), client.BatchV1Api(api)
+
+
+def _cluster_args(kubeconfig: str) -> list[str]:
+    return ["--backend", "kubernetes", "--kubeconfig", kubeconfig, "--runner-image",
+            os.environ.get("RBL_RUNNER_IMAGE", "rbl/runner:e2e"), "--image-pull-policy", "Never",
+            "--cpu", "500m", "--memory", "1Gi"]
+
+
+def _keys(run_dir: Path) -> Counter:
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line]
+    return Counter((r["scenarioId"], r["round"], r["userId"]) for r in rows)
+
+
+def _nothing_left(core, batch, timeout: float = 120) -> None:
+    """No namespace, job or pod of rbl's is left (a namespace takes a moment to go)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [n.metadata.name for n in core.list_namespace(label_selector="app.kubernetes.io/managed-by=rbl").items]
+        left += [j.metadata.name for j in batch.list_job_for_all_namespaces(
+            label_selector="app.kubernetes.io/managed-by=rbl").items]
+        left += [p.metadata.name for p in core.list_pod_for_all_namespaces(
+            label_selector="app.kubernetes.io/managed-by=rbl").items]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"left in the cluster: {left}"
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("local")
+    (work / "cluster.rbl").write_text(SPEC)
+    done = run_rbl("run", "cluster.rbl", "-o", "local", "--proxy", "builtin", cwd=work, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    return work / "local"
+
+
+def test_three_shards_on_the_cluster_give_the_rows_of_a_local_run(cluster, local_run, tmp_path):
+    kubeconfig, core, batch = cluster
+    (tmp_path / "cluster.rbl").write_text(SPEC)
+    done = run_rbl("run", "cluster.rbl", "-o", "merged", "--shards", "3", *_cluster_args(kubeconfig),
+                   cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert _keys(tmp_path / "merged") == _keys(local_run)
+    manifest = json.loads((tmp_path / "merged" / "manifest.json").read_text())
+    assert [s["shard"] for s in manifest["shards"]] == ["0/3", "1/3", "2/3"]
+    # each shard ran in its own pod: its host is the pod, not this machine
+    assert len({s["host"]["hostname"] for s in manifest["shards"]}) == 3
+    assert "shards: 3 done" in done.stderr
+    assert sorted(p.name for p in (tmp_path / "merged.shards" / "pod-logs").iterdir()) == \
+        ["shard-0.log", "shard-1.log", "shard-2.log"]
+    _nothing_left(core, batch)
+    report = run_rbl("report", "merged", cwd=tmp_path, timeout=TIMEOUT)
+    assert report.returncode == 0, report.stderr
+
+
+def test_a_lost_shard_is_reported_and_resumed_alone(cluster, local_run, tmp_path):
+    kubeconfig, core, batch = cluster
+    (tmp_path / "cluster.rbl").write_text(SPEC.replace("rounds = 2", "rounds = 4"))
+    runner = subprocess.Popen([sys.executable, "-m", "rbl", "run", "cluster.rbl", "-o", "merged", "--shards", "3",
+                               "--parallelism", "3", "--allow-shared-nodes", *_cluster_args(kubeconfig)],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None and time.monotonic() < deadline and runner.poll() is None:
+        for pod in core.list_pod_for_all_namespaces(label_selector="app.kubernetes.io/managed-by=rbl").items:
+            index = pod.metadata.annotations.get("batch.kubernetes.io/job-completion-index")
+            if index == "1" and pod.status.phase == "Running":
+                victim = pod
+        time.sleep(0.5)
+    assert victim is not None, "shard 1's pod never ran"
+    core.delete_namespaced_pod(victim.metadata.name, victim.metadata.namespace, grace_period_seconds=0)
+    stdout, stderr = runner.communicate(timeout=TIMEOUT)
+    assert runner.returncode == 3, stderr
+    assert "shard 1/3 failed" in stderr and "--resume" in stderr
+    work = tmp_path / "merged.shards"
+    assert not (work / "shard-1").exists() or not json.loads((work / "shard-1" / "manifest.json").read_text()).get(
+        "status") == "finished"
+    kept = {k: (work / f"shard-{k}" / "results.jsonl").stat().st_mtime_ns for k in (0, 2)}
+    _nothing_left(core, batch)
+    resumed = run_rbl("run", "--resume", "merged", *_cluster_args(kubeconfig), cwd=tmp_path, timeout=TIMEOUT)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "shard 1 of 3 to run again" in resumed.stderr
+    assert {k: (work / f"shard-{k}" / "results.jsonl").stat().st_mtime_ns for k in (0, 2)} == kept
+    local = run_rbl("run", "cluster.rbl", "-o", "local4", "--proxy", "builtin", cwd=tmp_path, timeout=TIMEOUT)
+    assert local.returncode == 0, local.stderr
+    assert _keys(tmp_path / "merged") == _keys(tmp_path / "local4")
+    _nothing_left(core, batch)
+
+
+def test_a_pod_that_cannot_start_is_reported_and_cleaned_up(cluster, tmp_path):
+    kubeconfig, core, batch = cluster
+    (tmp_path / "cluster.rbl").write_text(SPEC)
+    args = _cluster_args(kubeconfig)
+    args[args.index("--runner-image") + 1] = "rbl/no-such-image:0"
+    done = run_rbl("run", "cluster.rbl", "-o", "merged", "--shards", "2", *args, cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 3
+    assert "ErrImageNeverPull" in done.stderr and "shard 0/2 failed" in done.stderr
+    assert not (tmp_path / "merged").exists()
+    _nothing_left(core, batch)
