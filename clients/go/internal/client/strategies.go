@@ -77,10 +77,8 @@ func failsafeRetry(values map[string]any) (Wrapper, error) {
 			p.fail("a backoff needs 0 < delay <= maxDelay")
 		}
 		builder.WithBackoffFactor(delay, maxDelay, p.number("delayFactor", math.SmallestNonzeroFloat64, maxFactor, 2))
-	default:
-		if p.has("delayFactor") {
-			p.fail("`delayFactor` needs `maxDelay` (failsafe-go backs off only with WithBackoffFactor(delay, maxDelay, factor))")
-		}
+	default: // delayFactor only applies with maxDelay (WithBackoffFactor); a plan always carries its default
+		p.number("delayFactor", math.SmallestNonzeroFloat64, maxFactor, 2)
 		builder.WithDelay(delay)
 	}
 	if p.has("jitter") {
