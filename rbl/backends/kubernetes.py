@@ -203,7 +203,8 @@ def compile_kubernetes(space, header: dict, out_dir, fmt: str, force: bool, opti
     if missing:
         say(f"warning: the runner image holds rbl's Python client service; {', '.join(missing)} need another "
             f"image (--runner-image REF with their client services built in)")
-    say(f"wrote {out_dir}: {MANIFEST_FILE} ({header['size']} scenarios in {options.shards} shards) and the runner "
+    say(f"wrote {out_dir}: {MANIFEST_FILE} ({header['size']} scenarios in {options.shards} "
+        f"shard{'s' if options.shards != 1 else ''}) and the runner "
         f"image's build context {IMAGE_CONTEXT}/ (docker build -t {options.image or runner_image()} "
         f"{out_dir}/{IMAGE_CONTEXT})")
     return files
