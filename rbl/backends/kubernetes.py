@@ -93,7 +93,7 @@ def shard_script(options: ClusterOptions) -> str:
         'set -u\n'
         'shard="${RBL_SHARD_LIST:+$(echo "$RBL_SHARD_LIST" | cut -d, -f$((JOB_COMPLETION_INDEX + 1)))}"\n'
         'shard="${shard:-$JOB_COMPLETION_INDEX}"\n'
-        f'rbl run {PLAN_MOUNT}/{PLAN_KEY} --shard "$shard/$RBL_SHARDS" -o "{RESULTS_MOUNT}/shard-$shard" '
+        f'python3 -m rbl run {PLAN_MOUNT}/{PLAN_KEY} --shard "$shard/$RBL_SHARDS" -o "{RESULTS_MOUNT}/shard-$shard" '
         '--proxy builtin $RBL_RUN_ARGS\n'
         'code=$?\n'
         f'echo "$shard" > {RESULTS_MOUNT}/shard\n'
