@@ -31,11 +31,11 @@ def design_notes(header: dict, manifest: dict, cells, metrics: list[str], includ
                      "show a client that did not do what its configuration says (column oracleViolations; "
                      "the rows' messages are in results.jsonl), e.g. "
                      + "; ".join(f"{c.client} at {c.fault_rate:g}% x {c.users} users: {c.violation_rows}" for c in worst))
-    elif any(cell.rounds for cell in cells):
+    elif manifest and "oracleViolations" in manifest:      # the runner checked them (rbl run records it)
         notes.append("oracles: every checked round did what its configuration says")
     marked = spin_dependent(metrics, cells)
     if marked:
-        notes.append(f"{', '.join(marked)} (marked ‡) count calls an open breaker rejected without a request: "
+        notes.append(f"{', '.join(marked)} (marked ‡ in report.html) count calls an open breaker rejected without a request: "
                      "how many depends on how fast the client's loop spins, not on the library; compare breakers "
                      f"by {', '.join(SPIN_FREE_COLUMNS)} (--metric)")
     return notes
