@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -65,6 +66,27 @@ class RblGroup(typer.core.TyperGroup):
             ctx.exit(EXIT_STORAGE)
         except Exception:
             _internal_error(ctx)
+
+
+    def get_command(self, ctx, name):
+        """The command, its values named in help as SPEC, RUN_DIR, WORKERS (not <path>, <int range>)."""
+        command = super().get_command(ctx, name)
+        for param in getattr(command, "params", ()):
+            if param.metavar is None and not getattr(param, "is_flag", False):
+                param.metavar = param.name.upper() + ("..." if getattr(param, "multiple", False) else "")
+        return command
+
+    def format_commands(self, ctx, formatter) -> None:
+        """Each command with its first sentence, wrapped (click cut them at one line, with `...`)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                text = " ".join((command.short_help or command.help or "").split())
+                rows.append((name, re.split(r"(?<!e\.g)(?<!i\.e)\. ", text)[0].rstrip(".")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _internal_error(ctx) -> None:
@@ -240,7 +262,7 @@ def _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_n
 
 @app.command("compile")
 def compile_(spec: Path = SpecArg,
-            output: Path = typer.Option(..., "-o", "--output",
+            output: Path = typer.Option(..., "-o", "--output", metavar="DIR",
                                         help="Directory to write plan.json into, or - to stream "
                                              "the scenario list to stdout."),
             fmt: str = typer.Option("json", "--format", "-f",
@@ -308,7 +330,7 @@ def compile_(spec: Path = SpecArg,
 def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                             help="A spec (.rbl), a compiled plan.json, or the directory "
                                                  "`rbl compile -o` wrote."),
-        output: Optional[Path] = typer.Option(None, "-o", "--output",
+        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="DIR",
                                               help="The run directory to create [default: runs/NAME-TIME]."),
         shard: Optional[str] = typer.Option(None, "--shard", metavar="I/N",
                                             help="Run shard I of N (I from 0 to N-1): whole scenarios, balanced by "
@@ -455,7 +477,7 @@ def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -o`)."),
-           output: Optional[Path] = typer.Option(None, "-o", "--output",
+           output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="DIR",
                                                  help="Where to write the report [default: RUN_DIR/report]."),
            metric: list[str] = typer.Option([], "--metric", "-m",
                                             help="A metric to report and plot (repeatable) [default: "
@@ -553,7 +575,8 @@ def explain(code: str = typer.Argument(..., help="A diagnostic code, e.g. E0203.
 
 @app.command("import")
 def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test space."),
-            output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the spec here instead of stdout."),
+            output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE",
+                                                  help="Write the spec here instead of stdout."),
             force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")):
     """Convert a ResilienceBench JSON test space into an equivalent rbl spec."""
     from .compiler.render import render_all
@@ -576,4 +599,4 @@ def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test s
 
 
 def main() -> None:
-    app()
+    app(prog_name="rbl")        # also under `python -m rbl`: help and completion scripts name `rbl`

@@ -8,7 +8,6 @@ import os
 from dataclasses import dataclass
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 
 
@@ -40,9 +39,11 @@ def print_keyed_table(console: Console, title: str, label_header: str, columns: 
                       rows: list[tuple[str, list[str]]]) -> None:
     """rows: (configuration label, the other cells as text). Cells may hold rich markup."""
     table = _table(title, label_header, columns, rows, None)
-    # the narrowest the table gets with every label whole (headers may wrap, numbers never do)
-    needed = Measurement.get(console, console.options.update(width=100_000, max_width=100_000), table).minimum
-    if needed <= console.width:
+    # the narrowest the table gets with every label whole: each column at its longest word (headers
+    # wrap, numbers never do), plus a space either side of each cell and the borders between them
+    widths = [max(len(label_header), *(len(label) for label, _ in rows))] + [_min_width(rows, i, c)
+                                                                           for i, c in enumerate(columns)]
+    if sum(widths) + 3 * len(widths) + 1 <= console.width:
         console.print(table)
         return
     keys = {label: key_name(i) for i, label in enumerate(dict.fromkeys(label for label, _ in rows))}
@@ -56,12 +57,16 @@ def _table(title: str, label_header: str, columns: list[NumberColumn], rows, key
     table = Table(title=title, title_justify="left")
     table.add_column(label_header, no_wrap=True)
     for index, column in enumerate(columns):
-        # wide enough for the longest word: a cell may wrap at a space, never inside a number
-        words = [word for _, cells in rows for word in _plain(cells[index]).split()] + column.header.split()
-        table.add_column(column.header, justify=column.justify, min_width=max(len(word) for word in words))
+        table.add_column(column.header, justify=column.justify, min_width=_min_width(rows, index, column))
     for label, cells in rows:
         table.add_row(keys[label] if keys else _escaped(label), *cells)
     return table
+
+
+def _min_width(rows, index: int, column: NumberColumn) -> int:
+    """Wide enough for the longest word: a cell may wrap at a space, never inside a number."""
+    words = [word for _, cells in rows for word in _plain(cells[index]).split()] + column.header.split()
+    return max(len(word) for word in words)
 
 
 def _escaped(text: str) -> str:

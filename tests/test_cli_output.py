@@ -1,0 +1,244 @@
+"""What a user sees at 80 columns: help text, the run summary and report table (labels whole, with
+units), progress without and with a terminal, the estimated duration, the dry run, the hint to
+run `rbl report`, one "interrupted" on Ctrl-C, and shell completion."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rbl.report.keyed_table import NumberColumn, print_keyed_table
+from rbl.runner import progress as progress_module
+from rbl.runner.progress import BuildNotice, RunProgress
+
+from .conftest import run_rbl as rbl
+
+REPO = Path(__file__).resolve().parent.parent
+QUICKSTART = REPO / "examples" / "quickstart.rbl"
+ELLIPSIS = "\u2026"
+
+
+@pytest.fixture
+def cli80(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    return cli
+
+
+# ---- help and completion --------------------------------------------------------------------
+
+def test_run_help_keeps_defaults_and_shows_flags_as_flags(cli80):
+    code, out, _ = cli80("run", "--help")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "The run directory to create [default: runs/NAME-TIME]." in flat
+    assert "gunicorn workers serving httpbin [default: one per core]." in flat
+    assert "[default: random, recorded]" in flat
+    assert "<bool>" not in out and not re.search(r"\w \.(\s|$)", flat)      # "to create ." lost its default
+    assert re.search(r"^\s+--report\s+Build the report", out, re.M)
+    assert re.search(r"^\s+--dry-run\s+Start and check the services", out, re.M)
+    for option in ("--rounds N", "--users N,M,...", "--set SETTING"):
+        assert option in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("command", ["check", "plan", "compile", "report", "explain", "import"])
+def test_every_help_fits_80_columns_and_keeps_its_defaults(cli80, command):
+    code, out, _ = cli80(command, "--help")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "<bool>" not in out and not re.search(r"\w \.(\s|$)", " ".join(out.split()))
+
+
+def test_the_command_list_is_not_cut(cli80):
+    code, out, _ = cli80("--help")
+    assert code == 0
+    for command in ("check", "plan", "compile", "run", "report", "explain", "import"):
+        (line,) = [line for line in out.splitlines() if re.match(rf"^\s+{command}\s", line)]
+        assert not line.endswith("..."), line
+
+
+def test_shell_completion_is_offered_and_completes_commands_and_options(tmp_path):
+    code = rbl("--help", cwd=tmp_path)
+    assert "--install-completion" in code.stdout and "--show-completion" in code.stdout
+    script = rbl("--show-completion", "bash", cwd=tmp_path)
+    assert script.returncode == 0 and "complete" in script.stdout and "_RBL_COMPLETE" in script.stdout
+    words = rbl(cwd=tmp_path, env={"_RBL_COMPLETE": "complete_bash", "COMP_WORDS": "rbl run --ro",
+                                   "COMP_CWORD": "2"})
+    assert set(words.stdout.split()) == {"--rounds", "--round-timeout"}
+
+
+# ---- plan: the estimated duration -----------------------------------------------------------
+
+def test_plan_estimates_the_duration(cli80):
+    code, out, _ = cli80("plan", QUICKSTART)
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if line.startswith("time")]
+    assert re.fullmatch(r"time    = about \d+ s \(estimated with 1\.6 ms per request, assumed\)", line)
+    code, out, _ = cli80("plan", QUICKSTART, "--request-time", "50")
+    slow = re.search(r"about (\d+) (s|min)", out)
+    assert slow and (slow.group(2) == "min" or int(slow.group(1)) > 60)
+    code, out, _ = cli80("plan", QUICKSTART, "--json")
+    assert json.loads(out)["estimated_seconds"] > 0
+
+
+# ---- tables ---------------------------------------------------------------------------------
+
+LABELS = ["resilience4j.retry initialIntervalMillis=20ms", "resilience4j.retry initialIntervalMillis=40ms",
+          "resilience4j.circuit_breaker waitDurationInOpenState=60ms"]
+COLUMNS = [NumberColumn(name) for name in ("fault %", "users", "rounds", "total execution time (ms)",
+                                           "average success time (ms)", "fault % applied")]
+
+
+def table_text(width: int) -> str:
+    out = io.StringIO()
+    rows = [(label, ["20", "10", "2", "1234.5", "123.4", "19.8"]) for label in LABELS]
+    print_keyed_table(Console(file=out, width=width), "median per virtual user", "client and configuration",
+                      COLUMNS, rows)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_narrow_tables_key_the_labels_and_print_them_whole_below(width):
+    text = table_text(width)
+    assert ELLIPSIS not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    for key, label in zip("ABC", LABELS):
+        assert re.search(rf"^\s+{key}\s+{re.escape(label)}$", text, re.M)
+    assert "1234.5" in text and "123.4" in text and "19.8" in text
+
+
+@pytest.mark.parametrize("width", [130, 200])
+def test_wide_tables_print_the_labels_in_place(width):
+    text = table_text(width)
+    assert all(f"\u2503 {label} " in text or f"\u2502 {label} " in text for label in LABELS)
+    assert "key" not in text and ELLIPSIS not in text and max(len(line) for line in text.splitlines()) <= width
+
+
+# ---- progress -------------------------------------------------------------------------------
+
+SCENARIO = {"index": 0, "client": "tenacity.retry", "config": {"multiplier": 0.005},
+            "fault": {"kind": "abort", "rate": 50}, "users": 5}
+
+
+def test_without_a_terminal_every_finished_round_is_reported(monkeypatch):
+    monkeypatch.setattr(progress_module, "LINE_INTERVAL", 0.0)
+    out = io.StringIO()
+    with RunProgress(Console(file=out, width=80), 3, 2) as progress:
+        for scenario in range(3):
+            for round_number in (1, 2):
+                progress.round_started({**SCENARIO, "index": scenario}, round_number)
+                progress.advance({**SCENARIO, "index": scenario}, round_number)
+    lines = out.getvalue().splitlines()
+    assert [re.search(r"(\d+)/6 rounds", line).group(1) for line in lines] == ["1", "2", "3", "4", "5", "6"]
+    assert "scenario 3/3 round 2/2" in lines[-1]
+
+
+def test_without_a_terminal_fast_rounds_are_throttled_but_the_last_is_always_said():
+    out = io.StringIO()
+    with RunProgress(Console(file=out, width=80), 50, 2) as progress:
+        for index in range(100):
+            progress.round_started({**SCENARIO, "index": index // 2}, index % 2 + 1)
+            progress.advance({**SCENARIO, "index": index // 2}, index % 2 + 1)
+    lines = out.getvalue().splitlines()
+    assert 1 <= len(lines) < 10
+    assert "100/100 rounds" in lines[-1]
+
+
+def test_on_a_100_column_terminal_the_counts_and_times_are_never_cut():
+    out = io.StringIO()
+    console = Console(file=out, width=100, force_terminal=True, color_system=None)
+    long = {**SCENARIO, "client": "resilience4j.circuit_breaker" + "_very_long" * 5}
+    with RunProgress(console, 70, 2) as progress:
+        progress.round_started(long, 1)
+        progress.advance(long, 1)
+    final = [line for line in out.getvalue().splitlines() if "rounds" in line][-1]
+    assert re.search(r"1/140 rounds \d:\d\d:\d\d ETA (\d:\d\d:\d\d|-:--:--)", final), final
+
+
+def test_a_long_build_says_it_is_still_going(monkeypatch):
+    import time
+    monkeypatch.setattr(progress_module, "BUILD_TICK", 0.05)
+    out = io.StringIO()
+    with BuildNotice(Console(file=out, width=80)) as notice:
+        notice.say("building the resilience4j client ...")
+        time.sleep(0.3)
+    text = out.getvalue()
+    assert text.startswith("building the resilience4j client ...")
+    assert "still building" in text and re.search(r"built in \d+ s", text)
+
+
+# ---- a real run at 80 columns ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("ux")
+    done = rbl("run", QUICKSTART, "--rounds", "1", "--users", "2", "--set", "successes=3", "-o", "run",
+               cwd=work, env={"COLUMNS": "80"})
+    return work, done
+
+
+def test_a_quick_run_prints_a_readable_summary_at_80_columns(small_run):
+    work, done = small_run
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "overrides: --rounds 1, --users 2, --set successes=3" in out
+    assert ELLIPSIS not in out and max(len(line) for line in out.splitlines()) <= 80
+    for label in ("tenacity.retry multiplier=5ms", "tenacity.retry multiplier=10ms",
+                  "pybreaker.circuit_breaker reset_timeout=20ms", "pybreaker.circuit_breaker reset_timeout=50ms"):
+        assert re.search(rf"^\s+[A-Z]\s+{re.escape(label)}$", out, re.M), out
+    assert "average" in out and "per request" not in out       # the report's wording: average success time
+    assert "0.005" not in out and "0.02" not in out
+    assert f"next: `rbl report {Path('run')}`" in done.stderr
+    manifest = json.loads((work / "run" / "manifest.json").read_text())
+    assert manifest["spec"]["overrides"] == ["--rounds 1", "--users 2", "--set successes=3"]
+    # the W0303 warning says the assertion is the spec's, and the run went ahead
+    assert "warning[W0303]" in done.stderr
+
+
+def test_the_report_of_that_run_reads_at_80_columns(small_run):
+    work, _ = small_run
+    done = rbl("report", "run", "--resamples", "100", cwd=work, env={"COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    assert ELLIPSIS not in done.stdout and max(len(line) for line in done.stdout.splitlines()) <= 80
+    assert re.search(r"^\s+[A-Z]\s+tenacity\.retry multiplier=10ms$", done.stdout, re.M)
+    cells = json.loads((work / "run" / "report" / "cells.json").read_text())
+    assert {c["configuration"] for c in cells} >= {"tenacity.retry multiplier=5ms",
+                                                     "pybreaker.circuit_breaker reset_timeout=50ms"}
+
+
+def test_dry_run_starts_and_checks_the_services_and_runs_nothing(tmp_path):
+    done = rbl("run", QUICKSTART, "--dry-run", "-o", "never", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    err = done.stderr
+    assert "tenacity client service (python): healthy, tenacity 9." in err
+    assert "pybreaker client service (python): healthy, pybreaker 1." in err
+    assert re.search(r"one request \d+\.\d ms", err)
+    assert re.search(r"estimated duration of the run: about \d+ s \(estimated with \d+\.\d ms per request, measured\)",
+                     err)
+    assert "no scenario was run and no run directory was written" in err
+    assert not (tmp_path / "never").exists() and not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_says_interrupted_once(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    import os
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", str(QUICKSTART), "-o", "run"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "results.jsonl").exists() or not (tmp_path / "run" / "results.jsonl").stat().st_size:
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.count("interrupted") == 1, err
+    assert "continue with `rbl run --resume" in err
