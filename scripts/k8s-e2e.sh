@@ -55,8 +55,8 @@ down() {
     if [ -f "$B/iptables.before" ]; then
         for ipt in iptables ip6tables; do
             for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT KUBE-NODEPORTS KUBE-PROXY-CANARY; do
-                grep -q -- "-N $chain\$" "$B/$ipt.before" 2>/dev/null && continue     # it was there before us
                 for t in filter nat mangle; do
+                    grep -qx -- "-N $chain" "$B/$ipt.$t.before" 2>/dev/null && continue     # there before us
                     while $ipt -t "$t" -S 2>/dev/null | grep -q -- "-j $chain\$"; do
                         rule=$($ipt -t "$t" -S | grep -- "-j $chain\$" | head -1 | sed 's/^-A /-D /')
                         eval "$ipt -t $t $rule" 2>/dev/null || break
@@ -72,8 +72,31 @@ down() {
     if [ -f "$B/paths.created" ]; then
         while read -r p; do rm -rf "$p"; done < "$B/paths.created"
     fi
+    local changed
+    changed=$(host_changes)
     rm -rf "$B"
-    log "torn down"
+    if [ -n "$changed" ]; then log "the host is not as it was:"; echo "$changed" >&2; return 1; fi
+    log "torn down; processes, mounts, network, iptables, sysctls and paths are as they were"
+}
+
+host_changes() {   # what differs from the state recorded before the cluster started
+    local p t ipt
+    pgrep -af "$B" | grep -v -e "k8s-e2e.sh" -e pgrep || true
+    findmnt -rn -o TARGET | grep -E "^$B/" || true
+    ip link show rblk8s0 >/dev/null 2>&1 && echo "link rblk8s0 still exists"
+    if [ -f "$B/sysctl.before" ]; then
+        sysctl vm.overcommit_memory kernel.panic kernel.panic_on_oops | sed 's/ = / /' | diff "$B/sysctl.before" - || true
+    fi
+    for ipt in iptables ip6tables; do
+        for t in filter nat mangle; do
+            [ -f "$B/$ipt.$t.before" ] || continue
+            $ipt -t "$t" -S 2>/dev/null | diff "$B/$ipt.$t.before" - | sed "s/^/$ipt -t $t: /" || true
+        done
+    done
+    if [ -f "$B/paths.created" ]; then
+        while read -r p; do [ -e "$p" ] && echo "$p still exists"; done < "$B/paths.created"
+    fi
+    return 0
 }
 
 stop() {
@@ -169,7 +192,9 @@ up() {
     mkdir -p "$B"/{logs,etcd,containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet/root}
     # what the kubelet changes on the host, to put back afterwards
     sysctl vm.overcommit_memory kernel.panic kernel.panic_on_oops | sed 's/ = / /' > "$B/sysctl.before"
-    for ipt in iptables ip6tables; do $ipt -S > "$B/$ipt.before" 2>/dev/null || true; done
+    for ipt in iptables ip6tables; do
+        for t in filter nat mangle; do $ipt -t "$t" -S > "$B/$ipt.$t.before" 2>/dev/null || true; done
+    done
     touch "$B/iptables.before"
     ls -d /var/run/netns/cni-* > "$B/netns.before" 2>/dev/null || true
     for p in /var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /var/run/netns /run/containerd/runc \
