@@ -36,7 +36,7 @@ space mismapped {
   successes = 5
   max_requests = 60
   target = "/bytes/64"
-  fault.rate in [50%]
+  fault.rate in [80%]              // high enough that every mis-mapping shows in every run
   client tenacity.baseline {}
   client tenacity.retry {
     stop_after_attempt = 3
@@ -56,7 +56,7 @@ space mismapped_jvm {
   successes = 5
   max_requests = 60
   target = "/bytes/64"
-  fault.rate in [50%]
+  fault.rate in [80%]
   client resilience4j.retry {
     maxAttempts = 3
     waitDuration = 10ms
@@ -209,6 +209,11 @@ def test_allow_violations_exits_0_and_keeps_them_in_the_rows_and_the_csv(tmp_pat
     assert broken(tmp_path / "out") == {"tenacity.retry": {"retry.attempts"}}
     csv_text = (tmp_path / "out" / "results.csv").read_text()
     assert "retry.attempts: call" in csv_text
+    from rbl.report.build import build_report
+    made = build_report(tmp_path / "out", None, ["totalRequests"], Console(quiet=True))
+    violating = {r["client"]: r["oracleViolations"] for r in made.records}
+    assert violating["tenacity.retry"] == 3 and violating["tenacity.baseline"] == 0   # rows of the 3 users
+    assert "oracle violations: 3 row(s) in 1 cell(s)" in (made.out_dir / "report.html").read_text()
 
 
 def test_a_mismapped_jvm_client_breaks_the_attempts_oracle(tmp_path, monkeypatch):
