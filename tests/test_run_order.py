@@ -142,7 +142,7 @@ space ordered {
   successes = 2
   max_requests = 4
   fault.kind = delay
-  fault.duration = 40ms
+  fault.duration = 100ms
   fault.rate = 100%
   client tenacity.baseline {}
   client pybreaker.baseline {}
