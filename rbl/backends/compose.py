@@ -42,7 +42,7 @@ def copy_client_sources(kind: str, destination: Path) -> list[Path]:
     """A client's source tree (clients/<kind>, without build output) for its image's build."""
     from ..runner.client_builds import client_sources
     with client_sources(kind) as root:
-        shutil.copytree(root, destination / kind, ignore=shutil.ignore_patterns("target", ".gitignore"),
+        shutil.copytree(root, destination / kind, ignore=shutil.ignore_patterns("target", "node_modules", ".gitignore"),
                         dirs_exist_ok=True)
     return sorted(p for p in (destination / kind).rglob("*") if p.is_file())
 

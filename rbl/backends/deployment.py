@@ -46,9 +46,17 @@ CLIENT_RECIPES = {
                                  ("--listen", "{listen}", "--target", "{target}"),
                                  ("CMD", "java", "-cp", "/opt/rbl/client.jar", "dev.rbl.client.HealthCheck",
                                   "http://127.0.0.1:{port}/health")),
+    "node": ClientRecipe("client-node", "client-node.Dockerfile", ("node",),
+                         ("--library", "{library}", "--listen", "{listen}", "--target", "{target}"),
+                         ("CMD", "node", "-e", "require('http').get('http://127.0.0.1:{port}/health', r => "
+                          "process.exit(r.statusCode === 200 ? 0 : 1)).on('error', () => process.exit(1))")),
+    "go": ClientRecipe("client-go", "client-go.Dockerfile", ("golang", "debian"),
+                       ("--library", "{library}", "--listen", "{listen}", "--target", "{target}"),
+                       ("CMD", "/opt/rbl/rbl-client-go", "--health", "http://127.0.0.1:{port}/health")),
 }
 # client kinds whose sources the build context carries (clients/<kind>, shipped as rbl.clients)
-CLIENT_SOURCES = {"client-resilience4j.Dockerfile": "resilience4j"}
+CLIENT_SOURCES = {"client-resilience4j.Dockerfile": "resilience4j", "client-node.Dockerfile": "node",
+                  "client-go.Dockerfile": "go"}
 
 
 @dataclass(frozen=True)

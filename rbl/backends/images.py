@@ -21,6 +21,9 @@ BASE_IMAGES = {
     "envoy": "envoyproxy/envoy:v1.36-latest",    # copied into the target image; `none` to skip
     "maven": "maven:3.9-eclipse-temurin-17",     # builds the Java client
     "java": "eclipse-temurin:17-jre",            # runs the Java client
+    "node": "node:20-slim",                      # installs (npm ci) and runs the Node.js client
+    "golang": "golang:1.23",                     # builds the Go client
+    "debian": "debian:bookworm-slim",            # runs the Go client's static binary
 }
 NO_ENVOY = "none"
 _REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")

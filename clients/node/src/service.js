@@ -63,10 +63,8 @@ class ClientService {
     const gone = () => guard.fire('disconnected');
     connection.on('end', gone);
     connection.on('close', gone);
-    let call = async () => {
-      await guard.settleWait();
-      return target.send();
-    };
+    // the innermost call: the rest of a library's wait that Node's timer cut short, then the request
+    let call = () => (guard.waitUntil ? guard.settleWait().then(() => target.send()) : target.send());
     for (const [instance] of [...instances].reverse()) call = instance(guard)(call);   // wrap inside-out
     let stoppedBy;
     try {
@@ -93,7 +91,7 @@ class ClientService {
       target.sent = [];
       let ok = false;
       try {
-        await guard.race(Promise.resolve().then(call));
+        await guard.race(call());       // a synchronous throw (a limit before any request) lands below too
         ok = true;
       } catch (error) {
         if (error instanceof CutShort) {

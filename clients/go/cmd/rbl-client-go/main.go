@@ -9,11 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"rbl.dev/client-go/internal/client"
 )
@@ -29,8 +31,17 @@ func main() {
 	target := flags.String("target", "", "HOST:PORT, the only address jobs may send requests to (the fault proxy's)")
 	listen := flags.String("listen", "127.0.0.1:0", "HOST:PORT to listen on")
 	maxJobs := flags.Int64("max-jobs", client.MaxJobs, "connections served at once; more are answered 503")
+	health := flags.String("health", "", "check URL instead of serving: exit 0 when it answers 200 (a container's health check)")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	if *health != "" {
+		checker := http.Client{Timeout: 2 * time.Second}
+		response, err := checker.Get(*health)
+		if err != nil || response.StatusCode != http.StatusOK {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	fail := func(message string) {
 		fmt.Fprintln(os.Stderr, "rbl-client-go: "+message)
