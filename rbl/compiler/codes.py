@@ -86,7 +86,8 @@ ends are checked.
 """),
     "E0204": ("unknown library", """
 The client block names a library the catalogue does not have. `rbl` knows resilience4j, polly,
-cockatiel, tenacity and pybreaker; a spec may declare another with a `library` block:
+cockatiel, opossum, failsafe, gobreaker, backoff, tenacity and pybreaker; a spec may declare another
+with a `library` block:
 
     library mylib {
       platform = "go"
@@ -217,7 +218,7 @@ be an axis (`initial in [20ms, 40ms]`). `backoff` and `open_when` take a call, t
     "E0503": ("neutral value does not fit the client", """
 A client configured with `use` takes one neutral value of its own pattern, and no native
 parameters beside it (only the client settings `share` and `approximate`). Neutral values map
-onto resilience4j, polly, cockatiel, tenacity and pybreaker.
+onto resilience4j, polly, cockatiel, opossum, failsafe, gobreaker, backoff, tenacity and pybreaker.
 """),
     "E0504": ("library cannot express the neutral value exactly", """
 Each note names what the library cannot express and the closest native setting. For example
