@@ -35,14 +35,15 @@ function parseArgs(argv) {
 function main() {
   const args = parseArgs(process.argv.slice(2));
   if (!(args.library in LIBRARIES)) fail(`--library must be one of ${Object.keys(LIBRARIES).join(', ')}`);
-  let target;
-  let listen;
-  try {
-    target = parseTarget(args.target);
-    listen = parseTarget(args.listen.startsWith(':') ? `127.0.0.1${args.listen}` : args.listen);
-  } catch (error) {
-    fail(error.message.replace('--target', args.target === undefined ? '--target' : 'an address'));
-  }
+  const address = (flag, text) => {
+    try {
+      return parseTarget(text);
+    } catch (error) {
+      return fail(`${flag} must be HOST:PORT, got ${JSON.stringify(text)}`);
+    }
+  };
+  const target = address('--target', args.target);
+  const listen = address('--listen', args.listen.startsWith(':') ? `127.0.0.1${args.listen}` : args.listen);
   const maxJobs = Number(args.maxJobs);
   if (!Number.isSafeInteger(maxJobs) || maxJobs < 1) fail('--max-jobs must be a whole number of at least 1');
   const server = serve(listen, new ClientService(args.library, target), maxJobs, port => {
