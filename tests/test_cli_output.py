@@ -242,3 +242,11 @@ def test_ctrl_c_says_interrupted_once(tmp_path):
     assert process.returncode == 130
     assert err.count("interrupted") == 1, err
     assert "continue with `rbl run --resume" in err
+
+
+def test_the_readme_diagnostic_example_is_the_real_output():
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"```\n(error\[E0203\].*?)```", readme, re.S).group(1)
+    done = rbl("check", "type-out-of-range.rbl", cwd=REPO / "tests" / "errors", env={"NO_COLOR": "1"})
+    assert done.returncode == 1
+    assert done.stderr.startswith(block), done.stderr

@@ -153,7 +153,7 @@ def test_the_html_report_is_one_self_contained_file(run_dir):
     assert "tenacity" in html and "pybreaker" in html and "gunicorn" in html     # the manifest's versions
 
 
-def test_failed_and_thin_cells_are_marked_and_left_out_of_the_figures(run_dir, tmp_path):
+def test_failed_cells_are_left_out_of_the_figures_and_thin_ones_drawn_hollow(run_dir, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("report", "logs"))
     rows = [json.loads(line) for line in (copy / "results.jsonl").read_text().splitlines()]
@@ -172,10 +172,12 @@ def test_failed_and_thin_cells_are_marked_and_left_out_of_the_figures(run_dir, t
     header, loaded = load_cells(copy, list(METRICS), resamples=200)
     figure = build_figure(header, loaded, "totalExecutionTime")
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
-    assert sum("left out" in t for t in texts) == 2
-    plotted = sum(len(line.get_xdata()) for ax in figure.axes for line in ax.get_lines()
-                  if not line.get_label().endswith("(reference)"))
-    assert plotted == 16 - 2
+    assert sum("1 cell(s) left out" in t for t in texts) == 1
+    assert sum("1 hollow: too few rounds" in t for t in texts) == 1
+    lines = [line for ax in figure.axes for line in ax.get_lines() if not line.get_label().endswith("(reference)")]
+    assert sum(len(line.get_xdata()) for line in lines if line.get_label() != "_thin") == 16 - 1
+    (hollow,) = [line for line in lines if line.get_label() == "_thin"]     # the thin cell's median, hollow
+    assert len(hollow.get_xdata()) == 1 and hollow.get_markerfacecolor() == "white"
 
 
 def test_report_errors_are_usage_errors(run_dir, tmp_path):

@@ -3,8 +3,9 @@ line per strategy configuration with its 95% band; rows = library (platform), co
 counts. Each configuration has its own colour and marker (a colour-blind-safe palette), the same
 in every panel of its row, explained in the row's legend with units; panels of a row share their
 y axis, so they compare by eye; the baseline is drawn in every panel (as a dashed reference where
-the row's library has none). Cells that failed or have too few observations are left out and
-counted in the panel, never drawn as if they were data."""
+the row's library has none). Cells that failed are left out and counted in the panel; cells with
+too few rounds for an interval (a quick `--rounds 1` run) are drawn hollow, without a band, and
+counted too: never drawn as if they were measurements to compare."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from .cells import METRIC_TITLES, Cell  # noqa: E402
+THIN = "too few observations"             # Cell.status of a cell with a median but no interval
 from .labels import Labeller  # noqa: E402
 
 # Paul Tol's "bright" and "muted" qualitative schemes: distinguishable with the common colour
@@ -45,6 +47,7 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
     labeller = Labeller(header)
     libraries = list(dict.fromkeys(c.library for c in cells))
     users = sorted({c.users for c in cells})
+    rates = sorted({c.fault_rate for c in cells})
     styles = _configuration_styles(cells, labeller)
     title = METRIC_TITLES.get(metric, metric)
     figure, grid = plt.subplots(len(libraries), len(users), squeeze=False, sharex=True, sharey="row",
@@ -53,7 +56,7 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
         own_baseline = any(c.library == library and c.pattern == "baseline" for c in cells)
         for col, user_count in enumerate(users):
             ax = grid[row][col]
-            omitted = 0
+            omitted = hollow = 0
             lines: dict[str, list[Cell]] = {}
             for cell in cells:
                 if cell.users != user_count:
@@ -66,14 +69,18 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
                 reference = first.pattern == "baseline" and first.library != library
                 if reference and own_baseline:
                     continue              # the row has its own baseline: no second one
-                omitted += _draw(ax, label, line_cells, metric, styles.get(library, {}), reference,
-                                 counted=not reference)
+                left_out, thin = _draw(ax, label, line_cells, metric, styles.get(library, {}), reference,
+                                       counted=not reference)
+                omitted, hollow = omitted + left_out, hollow + thin
+            if len(rates) <= 12:
+                ax.set_xticks(rates)            # the fault rates that were run, not a round grid
             ax.set_title(f"{library}, {user_count} users", fontsize=9)
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelleft=True, labelsize=8)    # shared y, but every panel keeps its numbers
-            if omitted:
-                ax.text(0.02, 0.96, f"{omitted} cell(s) left out: failed or too few observations",
-                        transform=ax.transAxes, fontsize=7, va="top", color="#aa0000")
+            notes = ([f"{omitted} cell(s) left out: failed rounds or no data"] if omitted else []) + (
+                [f"{hollow} hollow: too few rounds for a 95% CI"] if hollow else [])
+            if notes:
+                ax.text(0.02, 0.96, "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top", color="#aa0000")
             if row == len(libraries) - 1:
                 ax.set_xlabel("fault rate (%)")
             if col == 0:
@@ -93,12 +100,14 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
 
 
 def _draw(ax, label: str, line_cells: list[Cell], metric: str, row_styles: dict, reference: bool,
-          counted: bool) -> int:
-    """One configuration's line and band; returns how many of its cells were left out."""
+          counted: bool) -> tuple[int, int]:
+    """One configuration's line and band; returns how many of its cells were left out (failed, no
+    data) and how many are drawn hollow (a median from too few rounds or values, no band)."""
     line_cells = sorted(line_cells, key=lambda c: c.fault_rate)
-    shown = [c for c in line_cells if c.status == "ok" and c.estimates[metric].median is not None]
+    shown = [c for c in line_cells if c.status in ("ok", THIN) and c.estimates[metric].median is not None]
+    left_out = len(line_cells) - len(shown) if counted else 0
     if not shown:
-        return len(line_cells) if counted else 0
+        return left_out, 0
     baseline = shown[0].pattern == "baseline"
     colour, marker = (BASELINE_COLOUR, "o") if baseline else row_styles.get(label, (PALETTE[0], "o"))
     xs = [c.fault_rate for c in shown]
@@ -106,11 +115,15 @@ def _draw(ax, label: str, line_cells: list[Cell], metric: str, row_styles: dict,
     ax.plot(xs, [e.median for e in estimates], color=colour, marker=marker, markersize=5,
             linewidth=1.2 if reference else 1.6, linestyle="--" if baseline else "-",
             alpha=0.8 if reference else 1.0, label=f"{label} (reference)" if reference else label, zorder=3)
-    banded = [(x, e) for x, e in zip(xs, estimates) if e.low is not None]
+    thin = [(x, e) for x, e, c in zip(xs, estimates, shown) if c.status == THIN]
+    if thin:                      # not a measurement to compare yet: hollow, and said so in the panel
+        ax.plot([x for x, _ in thin], [e.median for _, e in thin], linestyle="none", marker=marker, markersize=5,
+                markerfacecolor="white", markeredgecolor=colour, label="_thin", zorder=4)
+    banded = [(x, e) for x, e, c in zip(xs, estimates, shown) if e.low is not None and c.status == "ok"]
     if banded and not reference:
         ax.fill_between([x for x, _ in banded], [e.low for _, e in banded], [e.high for _, e in banded],
                         color=colour, alpha=0.12, linewidth=0)
-    return len(line_cells) - len(shown) if counted else 0
+    return left_out, len(thin) if counted else 0
 
 
 def write_figure(figure: Figure, out_dir: Path, stem: str) -> list[Path]:
