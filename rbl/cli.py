@@ -595,7 +595,7 @@ def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test s
         typer.echo(imported.text, nl=False)
     else:
         output.write_text(imported.text, encoding="utf-8")
-        typer.echo(f"wrote {output} ({imported.size} scenarios)", err=True)
+        typer.echo(f"wrote {output} ({imported.size} scenario{'s' if imported.size != 1 else ''})", err=True)
 
 
 def main() -> None:

@@ -39,6 +39,7 @@ def plan_summary(space: TestSpace) -> str:
         axes = "; ".join(f"{p.name} in [{_values(p.values)}]" for p in client.axes)
         lines.append(f"    {client.label:<{width}} {client.configurations:>6}  {axes}".rstrip())
     lines.append("")
-    lines.append(f"Size(S) = {len(fault.rates)} x {len(space.users)} x {confs} = {space.size} scenarios")
+    lines.append(f"Size(S) = {len(fault.rates)} x {len(space.users)} x {confs} = {space.size} "
+                 f"scenario{'s' if space.size != 1 else ''}")
     lines.append(f"runs    = {space.size} x {space.rounds} round{'s' if space.rounds != 1 else ''} = {space.runs}")
     return "\n".join(lines)

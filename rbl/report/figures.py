@@ -19,7 +19,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from .cells import METRIC_TITLES, Cell  # noqa: E402
 THIN = "too few observations"             # Cell.status of a cell with a median but no interval
-from .labels import Labeller  # noqa: E402
+from .labels import Labeller, plural  # noqa: E402
 
 # Paul Tol's "bright" and "muted" qualitative schemes: distinguishable with the common colour
 # vision deficiencies; the markers differ too, so lines stay apart in greyscale print.
@@ -74,7 +74,7 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
                 omitted, hollow = omitted + left_out, hollow + thin
             if len(rates) <= 12:
                 ax.set_xticks(rates)            # the fault rates that were run, not a round grid
-            ax.set_title(f"{library}, {user_count} users", fontsize=9)
+            ax.set_title(f"{library}, {plural(user_count, 'user')}", fontsize=9)
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelleft=True, labelsize=8)    # shared y, but every panel keeps its numbers
             notes = ([f"{omitted} cell(s) left out: failed rounds or no data"] if omitted else []) + (

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Column
 
+from ..report.labels import plural
+
 LINE_INTERVAL = 2.0          # seconds between plain progress lines
 BUILD_TICK = 10.0            # seconds between "still building" lines
 
@@ -54,7 +56,7 @@ class RunProgress:
         fault = scenario["fault"]
         label = self._labeller.label(scenario) if self._labeller else scenario["client"]
         return (f"scenario {scenario['index'] + 1}/{self.scenarios} round {round_number}/{self.rounds}: "
-                f"{label}, {fault['kind']} {fault['rate']:g}%, {scenario['users']} users")
+                f"{label}, {fault['kind']} {fault['rate']:g}%, {plural(scenario['users'], 'user')}")
 
     def round_started(self, scenario: dict, round_number: int) -> None:
         self._current = self._describe(scenario, round_number)
@@ -95,7 +97,7 @@ class BuildNotice:
         self.started = time.monotonic()
         self.console.print(text, highlight=False, markup=False)
         if self.console.is_terminal:
-            self._status = self.console.status("building (the first build downloads from Maven Central) ...")
+            self._status = self.console.status("building (a first build downloads its dependencies) ...")
             self._status.start()
             self._thread = threading.Thread(target=self._tick_status, daemon=True)
         else:
@@ -107,7 +109,7 @@ class BuildNotice:
 
     def _tick_status(self) -> None:
         while not self._stop.wait(1.0):
-            self._status.update(f"building ... {self._elapsed():.0f} s (the first build downloads from Maven Central)")
+            self._status.update(f"building ... {self._elapsed():.0f} s (a first build downloads its dependencies)")
 
     def _tick_lines(self) -> None:
         while not self._stop.wait(BUILD_TICK):
