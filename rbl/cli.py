@@ -32,6 +32,28 @@ def _framework_exceptions() -> tuple[type, ...]:
 _FRAMEWORK_EXCEPTIONS = _framework_exceptions()
 
 
+def _skip_coercing_absent_flags() -> None:
+    """typer (0.2x) builds a pydantic validator to coerce every parsed value, even the None of a
+    flag that was not given (--help, --install-completion): importing pydantic for that costs
+    `rbl run --help` and shell completion a few hundred ms. An absent flag needs no coercion.
+    Applied only where typer has the method this relies on; otherwise typer's own path runs."""
+    parameter = getattr(getattr(typer, "core", None), "_TyperParameter", None)
+    original = getattr(parameter, "process_value", None)
+    if original is None:
+        return
+
+    def process_value(self, ctx, value):
+        descriptor = getattr(self, "type_descriptor", None)
+        if value is None and getattr(descriptor, "annotation", None) is bool and not self.required:
+            return self.callback(ctx, self, value) if self.callback is not None else value
+        return original(self, ctx, value)
+
+    parameter.process_value = process_value
+
+
+_skip_coercing_absent_flags()
+
+
 class RblGroup(typer.core.TyperGroup):
     """Turns domain errors into messages and exit codes, once, for every command."""
 

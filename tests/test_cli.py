@@ -177,11 +177,11 @@ def test_readme_commands_are_real():
 def test_a_full_disk_is_exit_5_with_a_message_not_a_traceback(cli, monkeypatch, tmp_path):
     import errno
 
-    import rbl.cli
+    import rbl.compiler.plan
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(rbl.cli, "write_plan", full)
+    monkeypatch.setattr(rbl.compiler.plan, "write_plan", full)      # the CLI imports it when compiling
     code, _, err = cli("compile", QUICKSTART, "-o", tmp_path / "out")
     assert code == 5 and "No space left on device" in err and "Traceback" not in err
