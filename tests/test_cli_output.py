@@ -206,6 +206,8 @@ def test_the_report_of_that_run_reads_at_80_columns(small_run):
     assert done.returncode == 0, done.stderr
     assert ELLIPSIS not in done.stdout and max(len(line) for line in done.stdout.splitlines()) <= 80
     assert re.search(r"^\s+[A-Z]\s+tenacity\.retry multiplier=10ms$", done.stdout, re.M)
+    html = (work / "run" / "report" / "report.html").read_text()
+    assert "<code>--rounds 1</code>, <code>--users 2</code>, <code>--set successes=3</code>" in html
     cells = json.loads((work / "run" / "report" / "cells.json").read_text())
     assert {c["configuration"] for c in cells} >= {"tenacity.retry multiplier=5ms",
                                                      "pybreaker.circuit_breaker reset_timeout=50ms"}
