@@ -14,7 +14,7 @@ from typing import Iterable
 
 from rich.console import Console
 
-from ..errors import EXIT_OK, EnvironmentMissing
+from ..errors import EXIT_OK, EnvironmentMissing, UsageError
 from .liveness import probe_target
 from .local import LocalOptions
 
@@ -26,6 +26,9 @@ def dry_run(header: dict, lines: Iterable[str], options: LocalOptions, console: 
     from ..estimate import estimate, sample_lines
     from .run import _backend, check_environment
 
+    if options.backend not in ("local", "docker"):
+        raise UsageError(f"--dry-run starts the local or docker services; the {options.backend} backend "
+                         "has its own checks", hint="run it with --backend local or docker")
     check_environment(header, options, console)
     options.max_users = axis_largest(header["users"])
     libraries = {c["library"]: c["service"] for c in header["clients"]}
