@@ -149,6 +149,25 @@ def test_without_a_terminal_fast_rounds_are_throttled_but_the_last_is_always_sai
     assert "100/100 rounds" in lines[-1]
 
 
+def test_the_eta_weighs_rounds_by_their_modelled_duration(monkeypatch):
+    monkeypatch.setattr(progress_module, "LINE_INTERVAL", 0.0)
+    common = {"fault": {"kind": "abort", "rate": 80, "status": 503}, "users": 5, "library": "tenacity",
+              "successes": 10, "max_requests": 500}
+    baseline = {**common, "index": 0, "client": "tenacity.baseline", "pattern": "baseline", "config": {}}
+    retry = {**common, "index": 1, "client": "tenacity.retry", "pattern": "retry",
+             "config": {"stop_after_attempt": 6, "wait": "fixed", "wait_fixed": 0.1, "multiplier": 1,
+                        "exp_base": 2, "wait_max": 0}}
+    out = io.StringIO()
+    with RunProgress(Console(file=out, width=120), 2, 1, plan_scenarios=lambda: iter([baseline, retry])) as progress:
+        progress.started -= 10.0                      # the baseline round took 10 s
+        progress.round_started(baseline, 1)
+        progress.advance(baseline, 1)
+    line = out.getvalue().splitlines()[0]
+    hours, minutes, seconds = map(int, re.search(r"ETA (\d+):(\d\d):(\d\d)", line).groups())
+    # one of two rounds done in 10 s, but the retry round under 80% faults is modelled ~25x longer
+    assert hours * 3600 + minutes * 60 + seconds >= 100, line
+
+
 def test_on_a_100_column_terminal_the_counts_and_times_are_never_cut():
     out = io.StringIO()
     console = Console(file=out, width=100, force_terminal=True, color_system=None)

@@ -9,7 +9,7 @@ import threading
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
 from ..report.labels import plural
@@ -24,7 +24,7 @@ def _clock(seconds: float) -> str:
 
 
 class RunProgress:
-    def __init__(self, console: Console, scenarios: int, rounds: int, labeller=None):
+    def __init__(self, console: Console, scenarios: int, rounds: int, labeller=None, plan_scenarios=None):
         self.console = console
         self.scenarios = scenarios
         self.rounds = rounds
@@ -36,16 +36,20 @@ class RunProgress:
         self._current = ""
         self._bar: Progress | None = None
         self._task = None
+        # the ETA weighs rounds by their modelled duration (rbl/estimate.py): a retry round under an
+        # 80% fault takes far longer than a baseline round, and a count of rounds says "4 s" for 40
+        self._model_total = _modelled_total(plan_scenarios, rounds) if plan_scenarios is not None else None
+        self._model_done = 0.0
 
     def __enter__(self) -> "RunProgress":
         if self.console.is_terminal:
-            self._bar = Progress(MofNCompleteColumn(), TextColumn("rounds"), TimeElapsedColumn(), TextColumn("ETA"),
-                                 TimeRemainingColumn(), BarColumn(bar_width=20),
+            self._bar = Progress(MofNCompleteColumn(), TextColumn("rounds"), TimeElapsedColumn(),
+                                 TextColumn("ETA {task.fields[eta]}"), BarColumn(bar_width=20),
                                  TextColumn("{task.description}",
                                             table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
                                  console=self.console, transient=False, expand=True)
             self._bar.start()
-            self._task = self._bar.add_task("starting", total=self.total)
+            self._task = self._bar.add_task("starting", total=self.total, eta="-:--:--")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -65,21 +69,50 @@ class RunProgress:
 
     def advance(self, scenario: dict, round_number: int, skipped: bool = False) -> None:
         self.done += 1
-        if self._bar is not None:
-            self._bar.advance(self._task)
-            return
+        if self._model_total is not None and not skipped:
+            self._model_done += _modelled_round(scenario)
+        elif self._model_total is not None:
+            self._model_total = max(0.0, self._model_total - _modelled_round(scenario))   # done before
         now = time.monotonic()
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, eta=_clock(self._eta(now - self.started)))
+            return
         if skipped or (now - self._last_line < LINE_INTERVAL and self.done < self.total):
             return
         self._last_line = now
         elapsed = now - self.started
-        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        eta = self._eta(elapsed)
         described = self._current or self._describe(scenario, round_number)
         self.console.print(f"[{_clock(elapsed)}] {self.done}/{self.total} rounds, ETA {_clock(eta)}; "
                            f"last: {described}", highlight=False, markup=False, soft_wrap=True)
 
+    def _eta(self, elapsed: float) -> float:
+        if self._model_total and self._model_done > 0:
+            return elapsed / self._model_done * max(0.0, self._model_total - self._model_done)
+        return elapsed / self.done * (self.total - self.done) if self.done else 0.0
+
     def note(self, message: str) -> None:
         self.console.print(message, highlight=False, markup=False)
+
+
+def _modelled_round(scenario: dict) -> float:
+    from ..estimate import DEFAULT_REQUEST_MS, ROUND_OVERHEAD_S, user_seconds
+    try:
+        return user_seconds(scenario, DEFAULT_REQUEST_MS) + ROUND_OVERHEAD_S
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return ROUND_OVERHEAD_S
+
+
+def _modelled_total(plan_scenarios, rounds: int) -> float | None:
+    """The modelled duration of every round of the plan's scenarios (a sample of a huge plan, scaled)."""
+    from ..estimate import SAMPLE
+    total, count, sampled = 0.0, 0, 0
+    for scenario in plan_scenarios():
+        count += 1
+        if sampled < SAMPLE:
+            total += _modelled_round(scenario)
+            sampled += 1
+    return total / sampled * count * rounds if sampled else None
 
 
 class BuildNotice:

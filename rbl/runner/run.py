@@ -174,7 +174,8 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
-            with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header)) as progress:
+            with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header),
+                             run.scenarios) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout, order)
                 executor.execute()
         outcome = executor.outcome
