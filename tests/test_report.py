@@ -172,7 +172,7 @@ def test_failed_cells_are_left_out_of_the_figures_and_thin_ones_drawn_hollow(run
     header, loaded = load_cells(copy, list(METRICS), resamples=200)
     figure = build_figure(header, loaded, "totalExecutionTime")
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
-    assert sum("1 cell(s) left out" in t for t in texts) == 1
+    assert sum("1 cell left out" in t for t in texts) == 1
     assert sum("1 hollow: too few rounds" in t for t in texts) == 1
     lines = [line for ax in figure.axes for line in ax.get_lines() if not line.get_label().endswith("(reference)")]
     assert sum(len(line.get_xdata()) for line in lines if line.get_label() != "_thin") == 16 - 1

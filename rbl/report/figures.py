@@ -77,7 +77,7 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
             ax.set_title(f"{library}, {plural(user_count, 'user')}", fontsize=9)
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelleft=True, labelsize=8)    # shared y, but every panel keeps its numbers
-            notes = ([f"{omitted} cell(s) left out: failed rounds or no data"] if omitted else []) + (
+            notes = ([f"{plural(omitted, 'cell')} left out: failed rounds or no data"] if omitted else []) + (
                 [f"{hollow} hollow: too few rounds for a 95% CI"] if hollow else [])
             if notes:
                 ax.text(0.02, 0.96, "\n".join(notes), transform=ax.transAxes, fontsize=7, va="top", color="#aa0000")
