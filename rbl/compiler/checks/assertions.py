@@ -67,10 +67,11 @@ def check_assertions(ctx: CheckContext) -> None:
     for assertion, item in zip(ctx.assertions, [a for a in assertions if a.subject.name == "size"]):
         if not COMPARATORS[assertion.op](size, assertion.expected) and ctx.size_overridden:
             # the user asked for another size on the command line: say so, do not fail the spec
-            ctx.diags.warning("W0303", f"the size assertion is for the spec as written: with the "
-                              f"command-line overrides the size is {size}, not {assertion.op} {assertion.expected}",
-                              item.span, "overridden", notes=(f"size = {breakdown}",),
-                              help="`rbl check SPEC` without overrides checks the assertion")
+            ctx.diags.warning("W0303", f"with the command-line overrides the size is {size}, "
+                              f"not {assertion.op} {assertion.expected}", item.span,
+                              "the spec's assertion, for the spec as written", notes=(f"size = {breakdown}",),
+                              help=f"the plan has the {size} scenarios the overrides give; `rbl check SPEC` "
+                                   "without overrides checks the assertion")
         elif not COMPARATORS[assertion.op](size, assertion.expected):
             ctx.diags.error("E0304", f"size assertion failed: the size is {size}, "
                             f"not {assertion.op} {assertion.expected}", item.span,
