@@ -129,3 +129,15 @@ def test_compiled_plan_with_overrides_matches_the_schema(cli, tmp_path):
     schema = json.loads((Path(__file__).resolve().parent.parent / "rbl" / "schemas" / "plan-v1.schema.json").read_text())
     jsonschema.validate(plan, schema)
     assert plan["source"]["overrides"] == ["--rounds 1", "--users 5"] and plan["size"] == 10
+
+
+def test_recorded_overrides_stay_valid_plan_strings(cli, tmp_path):
+    import jsonschema
+    code, _, err = cli("compile", QUICKSTART, "-o", tmp_path / "c", "--set", "successes\t= 3",
+                       "--set", "max_requests =" + " " * 5000 + "50")
+    assert code == 0, err
+    plan = json.loads((tmp_path / "c" / "plan.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parent.parent / "rbl" / "schemas" / "plan-v1.schema.json").read_text())
+    jsonschema.validate(plan, schema)
+    assert plan["source"]["overrides"][0] == "--set successes\\t= 3"
+    assert len(plan["source"]["overrides"][1]) <= 4000

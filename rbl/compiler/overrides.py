@@ -51,8 +51,12 @@ def from_options(rounds: int | None = None, users: str | None = None, sets: list
 
 
 def describe(overrides: list[Override]) -> list[str]:
-    """What the plan and the manifest record: the options as written."""
-    return [o.option for o in overrides]
+    """What the plan and the manifest record: the options as written (control characters escaped
+    and at most 4000 characters, as the plan schema requires of every string)."""
+    def safe(text: str) -> str:
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+        return text if len(text) <= 4000 else text[:3990] + " [...]"
+    return [safe(o.option) for o in overrides]
 
 
 def parse_override(override: Override, diags: Diagnostics) -> ast.Bind | ast.Axis | None:
