@@ -508,7 +508,10 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
            seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
            include_warmup: bool = typer.Option(False, "--include-warmup",
                                                help="Count the warm-up rounds (the spec's `warmup`) in the "
-                                                    "statistics too.")):
+                                                    "statistics too."),
+           intervals: str = typer.Option("auto", "--intervals", metavar="METHOD",
+                                         help="auto (t-intervals on round medians for cells of 2-3 rounds, "
+                                              "the bootstrap above), bootstrap or rounds-t.")):
     """Statistics across rounds (median and 95% bootstrap CI per cell), the paper's figures (PNG,
     SVG) and a single-file HTML report."""
     from rich.console import Console
@@ -516,7 +519,10 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
     from .report.build import build_report
     from .report.keyed_table import output_width
     console = Console(highlight=False, width=output_width(sys.stdout, 180))
-    made = build_report(run_dir, output, metric, console, resamples, seed, include_warmup)
+    from .report.stats import INTERVAL_METHODS
+    if intervals not in INTERVAL_METHODS:
+        raise UsageError(f"--intervals: unknown method {intervals!r}", hint=f"one of {', '.join(INTERVAL_METHODS)}")
+    made = build_report(run_dir, output, metric, console, resamples, seed, include_warmup, intervals)
     typer.echo(f"wrote {len(made.files)} files to {made.out_dir} (open {made.out_dir / 'report.html'})", err=True)
 
 

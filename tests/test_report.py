@@ -83,7 +83,19 @@ def test_medians_and_counts_match_an_independent_computation_on_the_raw_rows(run
             if values:
                 assert cell[f"{metric}.median"] == pytest.approx(statistics.median(values), abs=1e-9)
                 low, high = cell[f"{metric}.ci95Low"], cell[f"{metric}.ci95High"]
-                assert min(values) <= low <= cell[f"{metric}.median"] <= high <= max(values)
+                if cell["interval"] == "bootstrap":
+                    assert min(values) <= low <= cell[f"{metric}.median"] <= high <= max(values)
+                    continue
+                # 2-3 rounds: median +- t(k-1) * sd(round medians) / sqrt(k), t from a printed table
+                assert cell["interval"] == "rounds-t" and cell["rounds"] in (2, 3)
+                rounds = {}
+                for r in rows:
+                    if r[metric] != "":
+                        rounds.setdefault(r["round"], []).append(float(r[metric]))
+                medians = [statistics.median(v) for v in rounds.values()]
+                half = {2: 12.7062, 3: 4.3027}[len(medians)] * statistics.stdev(medians) / len(medians) ** 0.5
+                assert cell[f"{metric}.median"] - low == pytest.approx(half, rel=1e-4, abs=1e-9)
+                assert high - cell[f"{metric}.median"] == pytest.approx(half, rel=1e-4, abs=1e-9)
 
 
 def _python_bootstrap(groups: list[list[float]], resamples: int, seed: int) -> list[float]:
@@ -97,8 +109,12 @@ def _python_bootstrap(groups: list[list[float]], resamples: int, seed: int) -> l
 RESAMPLES = 8000
 
 
-def test_confidence_intervals_agree_with_an_independent_bootstrap(run_dir):
-    cells = cells_json(run_dir / "report")
+def test_confidence_intervals_agree_with_an_independent_bootstrap(run_dir, tmp_path):
+    # 3 rounds get t-intervals by default (a bootstrap over 3 rounds is too narrow); ask for the bootstrap
+    done = rbl("report", str(run_dir), "--intervals", "bootstrap", "-o", str(tmp_path / "boot"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cells = cells_json(tmp_path / "boot")
+    assert {c["interval"] for c in cells.values()} == {"bootstrap"}
     rows = csv_rows(run_dir)
     metric = "totalExecutionTime"
     checked = 0
@@ -146,11 +162,16 @@ def test_figures_have_a_panel_per_library_and_user_count_and_a_line_per_configur
 
 def test_the_html_report_is_one_self_contained_file(run_dir):
     html = (run_dir / "report" / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') == len(METRICS)
+    assert html.count('src="data:image/png;base64,') == len(METRICS) + 1       # and the noise floor's figure
     assert "http://" not in html.replace("http://www.w3.org", "") and "<script" not in html and "<link" not in html
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["source"]["sha256"] in html and plan["breakdown"]["text"] in html
     assert "tenacity" in html and "pybreaker" in html and "gunicorn" in html     # the manifest's versions
+    # the A/A verdict at the top, before the plan; the noise floor's section with a row per A/A pair and metric
+    assert html.index('id="noise-verdict"') < html.index("<h2>Plan</h2>") < html.index('id="noise-floor"')
+    noise = json.loads((run_dir / "report" / "noise.json").read_text())
+    assert noise["metrics"]["totalExecutionTime"]["pairs"] == 2 * 3 + 2 * 1     # per user count: 3 + 1 pairs
+    assert html.count("<td class=\"text\">rounds-t</td>") == 2 * noise["metrics"]["totalExecutionTime"]["pairs"]
 
 
 def test_failed_cells_are_left_out_of_the_figures_and_thin_ones_drawn_hollow(run_dir, tmp_path):

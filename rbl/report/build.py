@@ -30,7 +30,7 @@ class Report:
 
 
 def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None, console: Console,
-                 resamples: int = 2000, seed: int = 0, include_warmup: bool = False) -> Report:
+                 resamples: int = 2000, seed: int = 0, include_warmup: bool = False, method: str = "auto") -> Report:
     from .figures import build_figure, write_figure       # matplotlib only when a report is made
 
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
@@ -43,7 +43,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     out_dir = out_dir or run_dir / "report"
     header, cells = load_cells(run_dir, metrics, resamples, seed,
                                warn=lambda text: console.print(f"warning: {text}", highlight=False),
-                               include_warmup=include_warmup)
+                               include_warmup=include_warmup, method=method)
     if not any(cell.rounds for cell in cells):
         raise UsageError(f"{run_dir} has no results yet", hint=f"finish it with `rbl run --resume {run_dir}`")
     records = cells_as_records(header, cells, metrics)
@@ -54,20 +54,56 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         files += paths
         figures.append({"title": METRIC_TITLES.get(metric, metric),
                         "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+    noise, noise_files = noise_section(header, cells, metrics, method, resamples, seed, out_dir)
+    files += noise_files
     manifest = _manifest(run_dir / "manifest.json", console)
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
                        failed_rounds=failed or "none",
                        design_notes=(notes := design_notes(header, manifest, cells, metrics, include_warmup)),
-                       spin_dependent=spin_dependent(metrics, cells))
+                       spin_dependent=spin_dependent(metrics, cells), noise=noise)
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
     files.append(html_path)
     print_table(records, metrics, console)
+    print_noise_verdict(noise["verdict"], console)
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     return Report(out_dir, files, records)
+
+
+def noise_section(header: dict, cells: list, metrics: list[str], method: str, resamples: int, seed: int,
+                  out_dir: Path) -> tuple[dict, list[Path]]:
+    """The A/A check (rbl/report/noise.py) for the HTML report, and noise.json (its numbers, which
+    `assert noise < ...` is checked against) and noise-floor.png."""
+    from .labels import Labeller
+    from .noise import noise_check
+    from .noise_view import rows, verdict, write_noise_figure
+    check = noise_check(header, cells, metrics, method, resamples, seed)
+    labeller = Labeller(header)
+    labels = {c.scenario["id"]: labeller.label(c.scenario) for c in cells}
+    figure = write_noise_figure(check, out_dir)
+    summary = {"method": method, "passed": check.passed, "measurable": check.measurable, "floor": check.floor,
+               "metrics": {m.metric: {"floor": m.floor, "floorAbsolute": m.floor_absolute, "resolvable": m.resolvable,
+                                      "pairs": len(m.judged), "significant": len(m.significant)}
+                           for m in check.metrics.values()},
+               "leftOut": [{"scenarioId": item.scenario_id, "reason": item.reason} for item in check.grouping.left_out],
+               "verdict": verdict(check)}
+    path = out_dir / "noise.json"
+    path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    section = {**summary, "rows": rows(check, labels),
+               "left_out": [f"{labels.get(i.scenario_id, i.scenario_id)}: {i.reason}" for i in check.grouping.left_out],
+               "figure": base64.b64encode(figure.read_bytes()).decode() if figure else None}
+    return section, [path] + ([figure] if figure else [])
+
+
+def print_noise_verdict(text: dict, console: Console) -> None:
+    style = {"warning": "bold red", "ok": "green"}.get(text["level"])
+    headline = escape(text["headline"])
+    console.print(f"[{style}]{headline}[/{style}]" if style else headline, highlight=False)
+    for line in text["details"]:
+        console.print(f"  {line}", highlight=False, markup=False)
 
 
 def print_table(records: list[dict], metrics: list[str], console: Console) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..runner.results import RunDirectory
 from .labels import METRIC_TITLES as TITLES, Labeller
-from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate
+from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
 
 DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
 METRIC_TITLES = TITLES      # one wording for the summary, tables and figures (labels.py)
@@ -24,6 +24,12 @@ class Cell:
     estimates: dict[str, Estimate] = field(default_factory=dict)
     warmup_rounds: set[int] = field(default_factory=set)            # run and stored, left out of the statistics
     violation_rows: int = 0                                         # rows with oracle violations (warm-up too)
+    method: str = "auto"                                            # the interval method asked for
+
+    def interval_method(self, method: str | None = None) -> str:
+        """bootstrap or rounds-t: what this cell's intervals use (a t-interval on the round medians
+        where `auto` meets few rounds, rbl/report/stats.py)."""
+        return interval_method(method or self.method, len(self.rounds))
 
     @property
     def client(self) -> str:
@@ -65,10 +71,12 @@ def configuration_label(scenario: dict, labeller: Labeller) -> str:
 
 
 def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: int = 0,
-               warn=lambda text: None, include_warmup: bool = False) -> tuple[dict, list[Cell]]:
+               warn=lambda text: None, include_warmup: bool = False,
+               method: str = "auto") -> tuple[dict, list[Cell]]:
     """The run's plan header and its cells in plan order, with an estimate per metric. Lines of
     results.jsonl that are not rows of this plan are left out, and `warn` says how many. Warm-up
-    rows (the plan's `warmup`) are left out of the statistics unless `include_warmup`."""
+    rows (the plan's `warmup`) are left out of the statistics unless `include_warmup`. `method`
+    chooses each cell's interval (stats.interval_method: auto, bootstrap, rounds-t)."""
     run = RunDirectory(run_dir)
     header = run.plan_header()
     cells = {s["id"]: Cell(s) for s in run.scenarios()}
@@ -92,7 +100,9 @@ def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: i
     for cell in cells.values():
         for metric in metrics:
             groups = [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]
-            cell.estimates[metric] = estimate(groups, resamples, seed)
+            cell.estimates[metric] = rounds_t_estimate(groups) if cell.interval_method(method) == "rounds-t" \
+                else estimate(groups, resamples, seed)
+        cell.method = method
     return header, list(cells.values())
 
 
@@ -112,6 +122,7 @@ def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> lis
             record.update({f"{metric}.median": e.median, f"{metric}.ci95Low": e.low, f"{metric}.ci95High": e.high,
                            f"{metric}.n": e.n})
         record["oracleViolations"] = cell.violation_rows
+        record.update({"rounds": len(cell.rounds), "interval": cell.interval_method()})
         records.append(record)
     return records
 

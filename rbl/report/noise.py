@@ -1,0 +1,149 @@
+"""The A/A check: the run's noise floor, measured on cells that cannot differ in behaviour
+(rbl/report/aa_groups.py). Each pair of such cells is compared with the report's own interval
+method; a significant difference between them means the intervals understate the run's variance.
+The floor is the smallest difference between cells this run can resolve."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .aa_groups import AAGroup, Grouping, aa_groups
+from .stats import Difference, difference, interval_method, rounds_t_difference
+
+
+@dataclass(frozen=True)
+class AAPair:
+    group: AAGroup
+    a: str                              # scenario ids
+    b: str
+    method: str                         # the interval method the pair was compared with
+    result: Difference
+
+    @property
+    def scale(self) -> float | None:
+        """The pair's typical value (the mean of the two medians), what relative sizes refer to."""
+        a, b = self.result.a.median, self.result.b.median
+        return None if a is None or b is None or a + b <= 0 else (a + b) / 2
+
+    @property
+    def significant(self) -> bool:
+        return self.result.significant
+
+    @property
+    def relative(self) -> float | None:
+        """|median(B) - median(A)| as a fraction of the scale."""
+        return None if self.scale is None or self.result.difference is None else abs(self.result.difference) / self.scale
+
+    @property
+    def resolvable(self) -> float | None:
+        """Half the difference interval's width as a fraction of the scale: a difference between two
+        such cells smaller than this cannot be told from 0."""
+        if self.scale is None or self.result.low is None:
+            return None
+        return (self.result.high - self.result.low) / 2 / self.scale
+
+
+@dataclass
+class MetricFloor:
+    metric: str
+    pairs: list[AAPair] = field(default_factory=list)
+
+    @property
+    def judged(self) -> list[AAPair]:
+        """Pairs with an interval (cells with too few rounds or observations have none)."""
+        return [p for p in self.pairs if p.resolvable is not None]
+
+    @property
+    def significant(self) -> list[AAPair]:
+        return [p for p in self.judged if p.significant]
+
+    @property
+    def resolvable(self) -> float | None:
+        """The median over the pairs of the resolvable difference (a fraction)."""
+        values = [p.resolvable for p in self.judged]
+        return float(np.median(values)) if values else None
+
+    @property
+    def largest(self) -> AAPair | None:
+        """The A/A pair whose medians differ most (relative to their scale)."""
+        judged = self.judged
+        return max(judged, key=lambda p: p.relative) if judged else None
+
+    @property
+    def floor(self) -> float | None:
+        """The noise floor, a fraction: the larger of the resolvable difference and the largest
+        difference seen between cells that behave alike (neither can be read as an effect)."""
+        if self.resolvable is None:
+            return None
+        return max(self.resolvable, self.largest.relative)
+
+    @property
+    def floor_absolute(self) -> float | None:
+        """The floor in the metric's unit, at the median scale of the pairs."""
+        if self.floor is None:
+            return None
+        return self.floor * float(np.median([p.scale for p in self.judged]))
+
+
+@dataclass
+class NoiseCheck:
+    grouping: Grouping
+    method: str                         # the method asked for (auto, bootstrap, rounds-t)
+    metrics: dict[str, MetricFloor]
+    few_rounds: int                     # cells in A/A groups with few rounds (<= FEW_ROUNDS)
+
+    @property
+    def measurable(self) -> bool:
+        return any(m.judged for m in self.metrics.values())
+
+    @property
+    def passed(self) -> bool:
+        """No A/A pair differs significantly (True with nothing to judge: see `measurable`)."""
+        return not any(m.significant for m in self.metrics.values())
+
+    @property
+    def floor(self) -> float | None:
+        """The largest floor over the metrics (a fraction), None when no pair could be judged."""
+        floors = [m.floor for m in self.metrics.values() if m.floor is not None]
+        return max(floors) if floors else None
+
+    @property
+    def worst_metric(self) -> MetricFloor | None:
+        measured = [m for m in self.metrics.values() if m.floor is not None]
+        return max(measured, key=lambda m: m.floor) if measured else None
+
+
+def compare(groups_a: list[list[float]], groups_b: list[list[float]], method: str, resamples: int,
+            seed: int) -> Difference:
+    if method == "rounds-t":
+        return rounds_t_difference(groups_a, groups_b)
+    return difference(groups_a, groups_b, resamples, seed)
+
+
+def noise_check(header: dict, cells: list, metrics: list[str], method: str = "auto", resamples: int = 2000,
+                seed: int = 0) -> NoiseCheck:
+    """Compare every pair of every A/A group of the run's cells (rbl/report/cells.py's Cell) on each
+    metric, with `method` chosen per pair by the fewer rounds of its two cells."""
+    from .stats import FEW_ROUNDS
+    by_id = {cell.scenario["id"]: cell for cell in cells}
+    grouping = aa_groups(header, [cell.scenario for cell in cells])
+    floors = {metric: MetricFloor(metric) for metric in metrics}
+    seen, few = set(), set()
+    for group in grouping.groups:
+        for a, b in group.pairs:
+            if (a, b) in seen or a not in by_id or b not in by_id:
+                continue                  # a pair shared by two groups (the baseline with itself) counts once
+            seen.add((a, b))
+            cell_a, cell_b = by_id[a], by_id[b]
+            if cell_a.failed_rounds or cell_b.failed_rounds:
+                continue
+            rounds = min(len(cell_a.rounds), len(cell_b.rounds))
+            few.update(c.scenario["id"] for c in (cell_a, cell_b) if 1 < len(c.rounds) <= FEW_ROUNDS)
+            chosen = interval_method(method, rounds)
+            for metric in metrics:
+                series = lambda cell: [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]
+                floors[metric].pairs.append(AAPair(group, a, b, chosen,
+                                                   compare(series(cell_a), series(cell_b), chosen, resamples, seed)))
+    return NoiseCheck(grouping, method, floors, len(few))

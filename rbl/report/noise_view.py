@@ -1,0 +1,109 @@
+"""The report's "noise floor" section: the verdict at the top, the table of A/A groups and a small
+figure of how far cells that behave alike fall from each other (rbl/report/noise.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .labels import METRIC_TITLES
+from .noise import NoiseCheck
+from .stats import FEW_ROUNDS
+
+ADVICE = ("add rounds (`--rounds`), or run in `order = randomized` or `order = blocked` so that drift "
+          "and neighbours spread over every configuration instead of landing on some")
+
+
+def percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction * 100:.3g}%"
+
+
+def verdict(check: NoiseCheck) -> dict:
+    """{"level": ok | warning | unknown, "headline": ..., "details": [...]} for the top of the report."""
+    if not check.grouping.groups:
+        return {"level": "unknown", "headline": "Noise floor: not measured. The plan has no cells that must behave "
+                "alike (A/A cells come from a 0% fault rate or short delay faults).", "details": []}
+    if not check.measurable:
+        return {"level": "unknown", "headline": "Noise floor: not measured. The A/A cells have too few rounds "
+                "or observations for an interval (at least 2 rounds).", "details": []}
+    worst = check.worst_metric
+    title = METRIC_TITLES.get(worst.metric, worst.metric)
+    unit = " ms" if "(ms)" in title else ""
+    headline = (f"Noise floor: {percent(check.floor)} ({title}, about {worst.floor_absolute:.3g}{unit}): differences "
+                f"between cells smaller than this are not resolved by this run.")
+    details = []
+    for metric in check.metrics.values():
+        if metric.floor is None:
+            continue
+        largest = metric.largest
+        details.append(f"{METRIC_TITLES.get(metric.metric, metric.metric)}: {len(metric.judged)} A/A pairs, "
+                       f"resolvable difference {percent(metric.resolvable)}, largest A/A difference "
+                       f"{percent(largest.relative)}, {len(metric.significant)} significant.")
+    if check.few_rounds:
+        details.append(f"{check.few_rounds} A/A cells have {FEW_ROUNDS} rounds or fewer: a bootstrap over so few "
+                       "rounds cannot see how much a round's conditions move the median"
+                       + ("; their intervals are t-intervals on the round medians, which widen as they should."
+                          if check.method != "bootstrap" else " (the intervals asked for are bootstrap ones)."))
+    if not check.passed:
+        significant = sum(len(m.significant) for m in check.metrics.values())
+        judged = sum(len(m.judged) for m in check.metrics.values())
+        return {"level": "warning",
+                "headline": (f"A/A check failed: {significant} of {judged} comparisons between cells that cannot "
+                             f"differ in behaviour are significant. The intervals understate this run's variance "
+                             f"(too few rounds, drift over the run, or other work on the machine); do not read "
+                             f"differences of about {percent(check.floor)} or less as effects. {headline}"),
+                "details": details + [f"What to do: {ADVICE}."]}
+    return {"level": "ok", "headline": f"A/A check passed. {headline}", "details": details}
+
+
+def rows(check: NoiseCheck, labels: dict[str, str]) -> list[dict]:
+    """One row per A/A pair and metric for the section's table (labels: scenario id -> label)."""
+    out = []
+    for metric in check.metrics.values():
+        for pair in metric.pairs:
+            r = pair.result
+            out.append({"metric": METRIC_TITLES.get(metric.metric, metric.metric),
+                        "group": f"{pair.group.library}, {pair.group.users} users, {pair.group.fault}",
+                        "a": labels.get(pair.a, pair.a), "b": labels.get(pair.b, pair.b),
+                        "medians": "-" if r.a.median is None or r.b.median is None
+                        else f"{r.a.median:.4g} / {r.b.median:.4g}",
+                        "difference": "-" if r.difference is None else f"{r.difference:+.3g}",
+                        "interval": "-" if r.low is None else f"[{r.low:.3g}, {r.high:.3g}]",
+                        "relative": percent(pair.relative), "method": pair.method,
+                        "significant": pair.significant})
+    return out
+
+
+def build_noise_figure(check: NoiseCheck):
+    """Per metric, each A/A pair's difference as a percentage of its scale with its interval; the
+    band is the noise floor. Points outside 0's reach are the pairs that differ significantly."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    measured = [m for m in check.metrics.values() if m.judged]
+    figure = Figure(figsize=(3.2 * max(1, len(measured)), 2.6), layout="constrained")
+    for i, metric in enumerate(measured):
+        ax = figure.add_subplot(1, len(measured), i + 1)
+        pairs = metric.judged
+        ys = range(len(pairs))
+        for y, pair in zip(ys, pairs):
+            r, scale = pair.result, pair.scale
+            colour = "#d55e00" if pair.significant else "#0072b2"
+            ax.plot([r.low / scale * 100, r.high / scale * 100], [y, y], color=colour, linewidth=1.2)
+            ax.plot([r.difference / scale * 100], [y], marker="o", markersize=3, color=colour)
+        ax.axvspan(-metric.floor * 100, metric.floor * 100, color="#999999", alpha=0.15, linewidth=0)
+        ax.axvline(0, color="#444444", linewidth=0.8)
+        ax.set_yticks([])
+        ax.set_xlabel("A/A difference, % of the median")
+        ax.set_title(f"{METRIC_TITLES.get(metric.metric, metric.metric)}\n{len(metric.significant)} of "
+                     f"{len(pairs)} pairs significant", fontsize=8)
+        ax.tick_params(labelsize=7)
+    return figure
+
+
+def write_noise_figure(check: NoiseCheck, out_dir: Path) -> Path | None:
+    if not check.measurable:
+        return None
+    path = out_dir / "noise-floor.png"
+    build_noise_figure(check).savefig(path, dpi=110)
+    return path

@@ -1,0 +1,127 @@
+"""The A/A check, its verdict and its rendering (rbl/report/noise.py, noise_view.py), on cells of a
+compiled plan with observations made up to be alike or not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rbl.compiler.expand import iter_scenarios
+from rbl.compiler.pipeline import compile_file
+from rbl.compiler.plan import plan_header
+from rbl.report.cells import Cell
+from rbl.report.noise import noise_check
+from rbl.report.noise_view import build_noise_figure, rows, verdict
+from rbl.report.stats import rounds_t_difference, t_quantile
+
+METRIC = "successTimePerRequest"
+
+
+def quickstart():
+    space = compile_file("examples/quickstart.rbl").space
+    return plan_header(space), list(iter_scenarios(space))
+
+
+def cells_with(scenarios, rounds: int, value, users: int = 10) -> list[Cell]:
+    """value(scenario, round, user) -> the metric's value for that user."""
+    cells = []
+    for s in scenarios:
+        cell = Cell(s)
+        cell.rounds = {r: [{METRIC: value(s, r, u)} for u in range(users)] for r in range(1, rounds + 1)}
+        cells.append(cell)
+    return cells
+
+
+def test_t_quantiles_match_the_printed_table():
+    for df, t in ((1, 12.706), (2, 4.303), (3, 3.182), (9, 2.262), (30, 2.042)):
+        assert abs(t_quantile(0.975, df) - t) < 1e-3
+    assert abs(t_quantile(0.995, 5) - 4.032) < 1e-3 and t_quantile(0.025, 3) < 0
+
+
+def test_alike_cells_pass_and_the_floor_is_the_resolvable_difference():
+    header, scenarios = quickstart()
+    rng = np.random.default_rng(1)
+    round_level = {r: rng.normal(0, 0.3) for r in range(1, 7)}          # a round's conditions, shared by all cells
+    cells = cells_with(scenarios, 6, lambda s, r, u: 10 + round_level[r] + rng.normal(0, 1))
+    check = noise_check(header, cells, [METRIC], "rounds-t")
+    floor = check.metrics[METRIC]
+    assert len(floor.judged) == 12 and check.measurable
+    assert check.passed, [(p.a, p.b, p.result) for p in floor.significant]
+    assert check.floor == max(floor.resolvable, floor.largest.relative) and 0 < check.floor < 0.5
+    text = verdict(check)
+    assert text["level"] == "ok" and text["headline"].startswith("A/A check passed. Noise floor: ")
+    assert f"{check.floor * 100:.3g}%" in text["headline"]
+
+
+def test_a_cell_shifted_in_every_round_fails_and_the_verdict_gives_the_advice():
+    header, scenarios = quickstart()
+    shifted = next(s["id"] for s in scenarios if s["client"] == "tenacity.retry" and s["fault"]["rate"] == 0)
+    rng = np.random.default_rng(2)
+    cells = cells_with(scenarios, 6, lambda s, r, u: (15 if s["id"] == shifted else 10) + rng.normal(0, 0.5))
+    check = noise_check(header, cells, [METRIC], "auto")
+    floor = check.metrics[METRIC]
+    assert not check.passed
+    assert {p.a for p in floor.significant} | {p.b for p in floor.significant} >= {shifted}
+    assert all(shifted in (p.a, p.b) for p in floor.significant)
+    assert floor.largest.relative > 0.35 and check.floor >= floor.largest.relative
+    text = verdict(check)
+    assert text["level"] == "warning" and text["headline"].startswith("A/A check failed: ")
+    assert "understate" in text["headline"] and "order = randomized" in text["details"][-1]
+    table = rows(check, {shifted: "the shifted one"})
+    assert any(r["significant"] and "the shifted one" in (r["a"], r["b"]) for r in table)
+    assert all(r["method"] == "bootstrap" for r in table)                # 6 rounds: auto takes the bootstrap
+
+
+def drifting(scenarios):
+    """Each round of each cell meets its own conditions (the machine's load when it ran): an offset
+    per cell and round, larger than the spread of the users within a round."""
+    rng = np.random.default_rng(4)
+    offsets = {(s["id"], r): rng.normal(0, 2) for s in scenarios for r in (1, 2)}
+    return lambda s, r, u: 10 + offsets[s["id"], r] + rng.normal(0, 0.3)
+
+
+def test_two_rounds_bootstrap_claims_differences_the_t_interval_does_not():
+    header, scenarios = quickstart()
+    cells = cells_with(scenarios, 2, drifting(scenarios))
+    bootstrap = noise_check(header, cells, [METRIC], "bootstrap", resamples=500)
+    honest = noise_check(header, cells, [METRIC], "auto")
+    assert not bootstrap.passed
+    assert len(honest.metrics[METRIC].significant) < len(bootstrap.metrics[METRIC].significant)
+    assert honest.few_rounds == 10 and {p.method for p in honest.metrics[METRIC].pairs} == {"rounds-t"}
+    # the honest floor is wide (t with one degree of freedom); the verdict says why
+    assert honest.floor > bootstrap.metrics[METRIC].resolvable
+    assert any("t-intervals on the round medians" in line for line in verdict(honest)["details"])
+    assert any("bootstrap ones" in line for line in verdict(bootstrap)["details"])
+
+
+def test_welch_interval_of_identical_cells_is_centred_on_zero():
+    a = [[1.0, 2.0, 3.0], [2.0, 3.0, 4.0], [3.0, 4.0, 5.0]]
+    d = rounds_t_difference(a, a)
+    assert d.difference == 0 and d.low < 0 < d.high and not d.significant
+    # round medians 2, 3, 4 on both sides: se = sqrt(2/3), Welch df = 4, t = 2.776
+    assert abs(d.high - 2.7764 * (2 / 3) ** 0.5) < 1e-3
+
+
+def test_no_groups_and_no_rounds_are_unknown_not_passed():
+    header, scenarios = quickstart()
+    at_50 = [s for s in scenarios if s["fault"]["rate"] == 50]
+    check = noise_check(header, cells_with(at_50, 3, lambda s, r, u: 10.0), [METRIC])
+    assert verdict(check)["level"] == "unknown" and "no cells that must behave alike" in verdict(check)["headline"]
+    one_round = noise_check(header, cells_with(scenarios, 1, lambda s, r, u: 10.0 + u), [METRIC])
+    assert not one_round.measurable and one_round.floor is None
+    assert "too few rounds" in verdict(one_round)["headline"]
+
+
+def test_the_figure_draws_one_interval_per_pair_and_colours_the_significant_ones():
+    header, scenarios = quickstart()
+    shifted = next(s["id"] for s in scenarios if s["client"] == "tenacity.retry" and s["fault"]["rate"] == 0)
+    rng = np.random.default_rng(5)
+    cells = cells_with(scenarios, 6, lambda s, r, u: (15 if s["id"] == shifted else 10) + rng.normal(0, 0.5))
+    check = noise_check(header, cells, [METRIC, "totalExecutionTime"], "auto")
+    figure = build_noise_figure(check)
+    assert len(figure.axes) == 1                # totalExecutionTime has no values: no panel
+    ax = figure.axes[0]
+    intervals = [line for line in ax.get_lines() if len(line.get_xdata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]]
+    assert len(intervals) == 12
+    red = [line for line in intervals if line.get_color() == "#d55e00"]
+    assert len(red) == len(check.metrics[METRIC].significant) > 0
+    assert "significant" in ax.get_title()
