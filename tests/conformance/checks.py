@@ -225,7 +225,9 @@ def breaker_probes(url: str, proxy, profile: Profile, failures: int, open_ms: in
     # open duration (a loaded machine): then it is rightly the first probe
     assert len(calls) > failures and (not calls[failures]["requests"] or calls[failures]["requests"][0][0] / 1000
                                       - opened_ms >= open_ms - WAIT_EARLY_MS), \
-        f"after {failures} failures the breaker must open and reject calls without a request"
+        (f"after {failures} failures the breaker must open and reject calls without a request (opened at "
+         f"{opened_ms:.1f} ms; first calls' requests [start us, duration us, status]: "
+         f"{[c['requests'] for c in calls[:failures + 2]]})")
     room = (reply["total_us"] / 1000 - opened_ms) / open_ms
     probes = [calls[i]["requests"][0] for i in sent[failures:]]
     if not probes:              # none within the job (on a loaded machine its first requests can eat it)
