@@ -486,7 +486,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
 def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
     """After a run that finished (even with failed rounds, which the report marks): the report,
-    or how to make it."""
+    or how to make it. The plan's `assert noise < N%` is checked here (exit 3 when it fails)."""
+    from .report.noise_assert import check_noise_assertion
+    code = check_noise_assertion(run_dir, code, lambda text: console.print(text, highlight=False, markup=False))
     if wanted:
         from .report.build import build_report
         made = build_report(run_dir, None, None, console)

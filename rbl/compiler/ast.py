@@ -160,7 +160,14 @@ class OpExpr:
     span: Span = _span()
 
 
-Expr = Union[IntExpr, OpExpr]
+@dataclass(frozen=True, slots=True)
+class PercentExpr:
+    """A percentage in an assertion (`assert noise < 5%`); value in percent."""
+    value: float
+    span: Span = _span()
+
+
+Expr = Union[IntExpr, OpExpr, PercentExpr]
 
 
 @dataclass(frozen=True, slots=True)

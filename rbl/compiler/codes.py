@@ -193,7 +193,14 @@ A test space needs at least one `client <library>.<pattern> { ... }` block.
 The range's end is below its start. Write the smaller bound first.
 """),
     "E0307": ("unknown assertion subject", """
-Assertions are about the size of the space: `assert size == 210`, `assert size <= 1000`.
+Assertions are about the size of the space (`assert size == 210`, `assert size <= 1000`), checked
+when the spec compiles, or the run's noise floor (`assert noise < 5%`), checked after a run.
+"""),
+    "E0312": ("bad noise or size assertion", """
+`assert noise < 5%` bounds the run's noise floor from above: the smallest difference between
+cells the run can resolve, measured on cells that cannot differ in behaviour (the report's A/A
+check). It is checked after `rbl run`, which exits 3 with the measured floor when it fails. The
+bound is one percentage and the comparison `<` or `<=`; the size (`assert size == 90`) is a count.
 """),
     "E0308": ("axis too long", """
 An axis has at most 9223372036854775807 (2^63-1) values; a range with a tiny step has more.

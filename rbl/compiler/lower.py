@@ -107,6 +107,10 @@ class _Lower(Transformer):
         value = self._number(meta, children[0], lambda text: Value("int", int(text.replace("_", ""))))
         return ast.IntExpr(value.v if value is not None else 0, self._span(meta))
 
+    def percent_expr(self, meta, children):
+        value = self._number(meta, children[0], parse_percent)
+        return ast.PercentExpr(float(value.v) if value is not None else 0.0, self._span(meta))
+
     # ---- values ----
     def list(self, meta, children):
         return ast.ListValue(tuple(c for c in children if c is not None), self._span(meta))

@@ -103,6 +103,7 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         fault=fault,
         clients=tuple(ctx.clients),
         assertions=tuple(ctx.assertions),
+        noise=ctx.noise,
         order=s["order"].v,
         order_seed=s["order.seed"].v if "order.seed" in s else None,
         warmup=s["warmup"].v,

@@ -69,6 +69,7 @@ def plan_header(space: TestSpace) -> dict:
         "max_requests": space.max_requests,
         "clients": [_client(c) for c in space.clients],
         **_design(space),
+        **({"assert_noise": {"op": space.noise.op, "percent": space.noise.percent}} if space.noise else {}),
     }
 
 

@@ -75,6 +75,14 @@ class SizeAssertion:
 
 
 @dataclass(frozen=True)
+class NoiseAssertion:
+    """`assert noise < 5%`: the run's noise floor (rbl/report/noise.py), checked after the run."""
+    op: str                         # < or <=
+    percent: float
+    span: Span | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
 class TestSpace:
     name: str
     source_name: str
@@ -91,6 +99,7 @@ class TestSpace:
     order_seed: int | None = None  # randomized: the seed, when the spec fixes it
     warmup: int = 0                # rounds per scenario before `rounds`, excluded from the report
     overrides: tuple[str, ...] = ()  # command-line overrides applied (rbl/compiler/overrides.py)
+    noise: NoiseAssertion | None = None   # `assert noise < N%`, checked after a run
 
     @property
     def size(self) -> int:

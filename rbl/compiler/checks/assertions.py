@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import ast
-from ..space import SizeAssertion
+from ..space import NoiseAssertion, SizeAssertion
 from ..types import COMPARATORS
 from ..units import MAX_MAGNITUDE
 from .context import CheckContext
@@ -17,12 +17,22 @@ class OutOfRange(Exception):
         self.span = span
 
 
+class NotACount(Exception):
+    """A percentage where the size (a count) is compared."""
+
+    def __init__(self, span):
+        super().__init__(span)
+        self.span = span
+
+
 def evaluate(expr: ast.Expr) -> int:
     """The value of an expression; raises OutOfRange as soon as it passes MAX_MAGNITUDE, before
     a product of 10^5 large factors grows a megabyte integer. (The recursion is as deep as the
     brackets, which the parser caps.)"""
     if isinstance(expr, ast.IntExpr):
         return expr.value
+    if isinstance(expr, ast.PercentExpr):
+        raise NotACount(expr.span)
     total = 0 if expr.op == "+" else 1
     for operand in expr.operands:
         value = evaluate(operand)
@@ -47,15 +57,23 @@ def check_assertions(ctx: CheckContext) -> None:
         return
     assertions = [item for item in ctx.space.body if isinstance(item, ast.Assertion)]
     for item in assertions:
+        if item.subject.name == "noise":
+            check_noise_assertion(ctx, item)
+            continue
         if item.subject.name != "size":
             ctx.diags.error("E0307", f"cannot assert on `{item.subject.name}`", item.subject.span,
-                            "unknown quantity", help="assertions are about the size: `assert size == 90`")
+                            "unknown quantity", help="assertions are about the size (`assert size == 90`) "
+                                                     "or the run's noise floor (`assert noise < 5%`)")
             continue
         try:
             expected = evaluate(item.expr)
         except OutOfRange as error:
             ctx.diags.error("E0223", "the expression is out of range", error.span, "too large",
                             help=f"an assertion's value is at most {MAX_MAGNITUDE} (2^63-1)")
+            continue
+        except NotACount as error:
+            ctx.diags.error("E0312", "the size is a count, not a percentage", error.span, "a percentage",
+                            help="compare the size with a whole number: `assert size == 90`")
             continue
         ctx.assertions.append(SizeAssertion(item.op, expected, item.span))
     if ctx.diags.has_errors:
@@ -77,3 +95,21 @@ def check_assertions(ctx: CheckContext) -> None:
                             f"not {assertion.op} {assertion.expected}", item.span,
                             f"size is {size}", notes=(f"size = {breakdown}",),
                             help="check the axes above, or update the assertion")
+
+
+def check_noise_assertion(ctx: CheckContext, item: ast.Assertion) -> None:
+    """`assert noise < 5%`: an upper bound on the run's noise floor, one percentage, once."""
+    if item.op not in ("<", "<="):
+        ctx.diags.error("E0312", f"`noise {item.op}` cannot be asked for", item.span, "an upper bound is expected",
+                        help="the noise floor is bounded from above: `assert noise < 5%`")
+    elif not isinstance(item.expr, ast.PercentExpr):
+        ctx.diags.error("E0312", "the noise floor is a percentage", item.expr.span, "expected a percentage",
+                        help="write the bound with `%`: `assert noise < 5%`")
+    elif not 0 < item.expr.value <= 1000:
+        ctx.diags.error("E0312", f"a noise floor below {item.expr.value:g}% cannot be met", item.expr.span,
+                        "expected more than 0%", help="e.g. `assert noise < 5%`")
+    elif ctx.noise is not None:
+        ctx.diags.error("E0312", "the noise floor is asserted twice", item.span, "second assertion",
+                        help="keep one `assert noise < N%`")
+    else:
+        ctx.noise = NoiseAssertion(item.op, item.expr.value, item.span)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from .. import ast
 from ..diagnostics import Diagnostics
 from ..source import SourceFile
-from ..space import ClientSpec, SizeAssertion
+from ..space import ClientSpec, NoiseAssertion, SizeAssertion
 
 
 @dataclass
@@ -20,6 +20,7 @@ class CheckContext:
     settings: dict = field(default_factory=dict)       # setting key -> Value or Axis
     clients: list[ClientSpec] = field(default_factory=list)
     assertions: list[SizeAssertion] = field(default_factory=list)
+    noise: NoiseAssertion | None = None                 # `assert noise < 5%`
     lets: dict = field(default_factory=dict)            # `let` name -> ast.Let
     used_lets: set = field(default_factory=set)
     size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)

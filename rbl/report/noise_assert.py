@@ -1,0 +1,47 @@
+"""`assert noise < N%` after a run: measure the run's noise floor (the report's A/A check with its
+default intervals and metrics) and fail the run (exit 3) when it is not below the bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import EXIT_OK, EXIT_RUN_FAILED
+
+
+def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
+    """(held, message) for the plan's `assert noise`, None when the plan has none."""
+    from ..runner.results import RunDirectory
+    header = RunDirectory(run_dir).plan_header()
+    wanted = header.get("assert_noise")
+    if not wanted:
+        return None
+    from .cells import DEFAULT_METRICS, load_cells
+    from .noise import noise_check
+    from .noise_view import ADVICE, percent, verdict
+    header, cells = load_cells(run_dir, list(DEFAULT_METRICS))
+    check = noise_check(header, cells, list(DEFAULT_METRICS))
+    bound = f"noise {wanted['op']} {wanted['percent']:g}%"
+    if check.floor is None:
+        return False, f"assert {bound} cannot be checked: {verdict(check)['headline']}"
+    limit = wanted["percent"] / 100
+    held = check.floor < limit if wanted["op"] == "<" else check.floor <= limit
+    worst = check.worst_metric
+    measured = (f"the noise floor is {percent(check.floor)} ({worst.metric}: resolvable difference "
+                f"{percent(worst.resolvable)}, largest difference between cells that behave alike "
+                f"{percent(worst.largest.relative)}, {len(worst.significant)} of {len(worst.judged)} A/A pairs significant)")
+    if held:
+        return True, f"assert {bound} holds: {measured}"
+    few = f"; {check.few_rounds} A/A cells have 3 rounds or fewer" if check.few_rounds else ""
+    return False, f"assert {bound} failed: {measured}{few}. To lower it: {ADVICE}."
+
+
+def check_noise_assertion(run_dir: Path, code: int, say) -> int:
+    """The run's exit code after the plan's noise assertion (a run that already failed keeps its code)."""
+    if code != EXIT_OK or not (run_dir / "plan.json").is_file():
+        return code
+    result = noise_assertion_result(run_dir)
+    if result is None:
+        return code
+    held, message = result
+    say(message)
+    return EXIT_OK if held else EXIT_RUN_FAILED
