@@ -127,9 +127,7 @@ def resume_on_cluster(out: Path, access: Access, console: Console) -> int:
                       f"to run again", highlight=False)
         for k in missing:
             shutil.rmtree(work / f"shard-{k}", ignore_errors=True)
-        code = _run_shards(connect(access), work, out, missing, count, state.get("parallelism"), console)
-        if code:
-            return code
+        return _run_shards(connect(access), work, out, missing, count, state.get("parallelism"), console)   # merges
     return _merge(work, out, count, console)
 
 
@@ -159,11 +157,13 @@ def _run_shards(cluster: Cluster, work: Path, out: Path, shards: list[int], coun
         next(e for e in env if e["name"] == "RBL_SHARD_LIST")["value"] = ",".join(map(str, shards))
     states = {k: ShardState(k) for k in shards}
     (work / "pod-logs").mkdir(exist_ok=True)
+    from .run import _sigterm_as_interrupt
     try:
-        _create(cluster, docs, name)
-        console.print(f"kubernetes: job {name} in namespace {namespace}: {len(shards)} shard"
-                      f"{'s' if len(shards) != 1 else ''} of {count}", highlight=False)
-        _watch(cluster, work, namespace, name, shards, states, console)
+        with _sigterm_as_interrupt():           # SIGTERM cleans up as Ctrl-C does
+            _create(cluster, docs, name)
+            console.print(f"kubernetes: job {name} in namespace {namespace}: {len(shards)} shard"
+                          f"{'s' if len(shards) != 1 else ''} of {count}", highlight=False)
+            _watch(cluster, work, namespace, name, shards, states, console)
     finally:
         _delete(cluster, console)
     failed = [s for s in states.values() if s.phase != "collected"]
@@ -254,12 +254,22 @@ def _watch(cluster: Cluster, work: Path, namespace: str, name: str, shards: list
                 if state.phase in ("collected", "failed") and state.pod == pod.metadata.name:
                     continue
                 state.pod = pod.metadata.name
-                _observe(cluster, work, namespace, pod, state)
+                try:
+                    _observe(cluster, work, namespace, pod, state)
+                except _ImageUnusable as unusable:
+                    for other in states.values():
+                        if other.phase not in ("collected", "failed"):
+                            other.phase, other.detail = "failed", f"not started: {unusable}"
+                    return
             _failed_indexes(cluster, namespace, name, shards, states)
             display.show(states.values())
             time.sleep(POLL_S)
     finally:
         display.close(states.values())
+
+
+class _ImageUnusable(Exception):
+    """The runner image cannot be pulled or started on the cluster."""
 
 
 def _failed_indexes(cluster: Cluster, namespace: str, name: str, shards: list[int],
@@ -287,6 +297,7 @@ def _observe(cluster: Cluster, work: Path, namespace: str, pod, state: ShardStat
                        "CreateContainerConfigError", "CreateContainerError"):
             state.phase, state.detail = "failed", f"{waiting}: {_waiting_message(pod)}"
             _save_log(cluster, work, namespace, pod, state)
+            raise _ImageUnusable(state.detail)       # every shard uses the same image: none can start
         else:
             state.detail = _unscheduled(pod) or waiting or ""
         return
