@@ -184,3 +184,16 @@ def test_request_count_oracle():
     assert request_count_violation(100, 100, False) is None
     assert request_count_violation(100, 101, False).oracle == "requests.count"
     assert request_count_violation(100, 101, True) is None         # cut short, or a connection error
+
+
+def test_a_resilience4j_breaker_opened_by_slow_calls_on_a_loaded_machine_is_not_judged():
+    """Under an abort fault the configuration expects only failures to open it, but two plain
+    requests slower than slowCallDurationThreshold (a stalled machine) open it too: not a violation."""
+    config = {"failureRateThreshold": 100, "slidingWindowType": "COUNT_BASED", "slidingWindowSize": 2,
+              "minimumNumberOfCalls": 2, "waitDurationInOpenState": 20, "permittedNumberOfCallsInHalfOpenState": 1,
+              "slowCallDurationThreshold": 1000, "slowCallRateThreshold": 100}
+    s = scenario("resilience4j", "circuit_breaker", config)
+    stalled = [call(req(0, 1100, 200)), call(req(1101, 1050, 200)), rejected(5), call(req(2200, 1, 200))]
+    assert oracles(s, stalled) == []
+    fast = [call(req(0, 1, 200)), call(req(2, 1, 200)), rejected(5), call(req(30, 1, 200))]
+    assert oracles(s, fast) == ["breaker.opened_early"]             # fast successes never open it

@@ -62,7 +62,7 @@ def user_violations(scenario: dict, share: str, observation: dict) -> list[Viola
     if isinstance(behaviour, RetryBehaviour):
         return _retry(calls, behaviour)
     if isinstance(behaviour, BreakerBehaviour) and share == "user" and behaviour.consecutive is not None:
-        return _breaker(calls, behaviour)
+        return _breaker(calls, behaviour, _slow_threshold_ms(scenario))
     return []
 
 
@@ -98,10 +98,22 @@ def _retry(calls: list[dict], behaviour: RetryBehaviour) -> list[Violation]:
     return found
 
 
-def _breaker(calls: list[dict], behaviour: BreakerBehaviour) -> list[Violation]:
+def _slow_threshold_ms(scenario: dict) -> float | None:
+    """Resilience4j also opens on slow calls (slowCallDurationThreshold), whatever the fault: on a
+    loaded machine a plain request can take that long."""
+    if scenario["library"] != "resilience4j":
+        return None
+    threshold = scenario["config"].get("slowCallDurationThreshold")
+    return float(threshold) if isinstance(threshold, (int, float)) else None
+
+
+def _breaker(calls: list[dict], behaviour: BreakerBehaviour, slow_threshold_ms: float | None = None) -> list[Violation]:
     """Replays the breaker the configuration describes over the user's requests in order and
-    reports where the client's breaker did otherwise."""
+    reports where the client's breaker did otherwise. From a request whose duration is near a
+    slow-call threshold the replay cannot know the library's state (it times calls itself, a
+    little longer than the client's request), so it stops there rather than guess."""
     found = []
+    slow_margin_ms = None if slow_threshold_ms is None else max(2 * TIMER_TOLERANCE_MS, 0.1 * slow_threshold_ms)
     state, failures, probes, probe_failures, opened_at_us = "closed", 0, 0, 0, 0
     open_us = behaviour.open_for_ms * 1000
     tolerance_us = TIMER_TOLERANCE_MS * 1000
@@ -123,6 +135,9 @@ def _breaker(calls: list[dict], behaviour: BreakerBehaviour) -> list[Violation]:
                                            f"call {number} sent a request {(start_us - opened_at_us) / 1000:.3f} ms "
                                            f"after the breaker opened; it stays open {behaviour.open_for_ms:g} ms"))
                 state, probes, probe_failures = "half_open", 0, 0
+            if slow_margin_ms is not None and _ambiguous(duration_us / 1000, slow_threshold_ms, slow_margin_ms,
+                                                         modelled=behaviour.slow_calls_over_ms is not None):
+                return found
             failed = not is_success(status) or (behaviour.slow_calls_over_ms is not None
                                                 and duration_us / 1000 > behaviour.slow_calls_over_ms)
             end_us = start_us + duration_us
@@ -143,6 +158,15 @@ def _breaker(calls: list[dict], behaviour: BreakerBehaviour) -> list[Violation]:
                     else:
                         state, failures = "closed", 0
     return found
+
+
+def _ambiguous(duration_ms: float, threshold_ms: float, margin_ms: float, modelled: bool) -> bool:
+    """A request whose slowness the replay cannot judge: near the threshold when slow calls are
+    modelled (a delay fault reaches it), or anywhere near or over it when they are not (a slow
+    call the configuration did not foresee may have opened the breaker)."""
+    if modelled:
+        return abs(duration_ms - threshold_ms) < margin_ms
+    return duration_ms > threshold_ms - margin_ms
 
 
 def fault_rate_violation(configured_percent: float, injected: int, seen: int, rounds_in_run: int) -> Violation | None:
