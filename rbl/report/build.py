@@ -116,11 +116,14 @@ def print_table(records: list[dict], metrics: list[str], console: Console) -> No
             median, low, high = r[f"{metric}.median"], r[f"{metric}.ci95Low"], r[f"{metric}.ci95High"]
             text = "-" if median is None else f"{median:.4g}"
             if low is not None:
-                text += f" [{low:.4g}, {high:.4g}]"
+                text += f" [{low:.4g}, {high:.4g}]" + ("*" if r.get("interval") == "rounds-t" else "")
             cells.append(text)
         cells.append(r["status"] if r["status"] == "ok" else f"[red]{escape(r['status'])}[/red]")
         rows.append((r["configuration"], cells))
-    print_keyed_table(console, "median [95% CI] per cell", "configuration", columns, rows)
+    title = "median [95% CI] per cell"
+    if any(r.get("interval") == "rounds-t" for r in records):
+        title += " (* 2-3 rounds: t-interval on the round medians)"
+    print_keyed_table(console, title, "configuration", columns, rows)
 
 
 def _manifest(path: Path, console: Console) -> dict:

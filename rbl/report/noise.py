@@ -10,7 +10,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .aa_groups import AAGroup, Grouping, aa_groups
-from .stats import Difference, difference, interval_method, rounds_t_difference
+from .stats import CONFIDENCE, Difference, difference, interval_method, rounds_t_difference
+
+# With n A/A pairs, honest 95% intervals still call about 5% of them significant. The check fails when
+# more are than a 5% rate gives in 99 runs of 100 (a binomial tail), not at the first one: the
+# Resilience4j example has 42 pairs per metric, and 2 significant ones is what honest intervals give.
+EXCESS_TAIL = 0.01
+# A floor at or above this (a fraction of the median) leaves the run unable to tell cells apart by
+# less than half their value: the verdict says the run is too noisy even where the intervals hold.
+TOO_NOISY = 0.5
+
+
+def allowed_significant(pairs: int, rate: float = 1 - CONFIDENCE, tail: float = EXCESS_TAIL) -> int:
+    """The most significant A/A pairs out of `pairs` that a false-positive `rate` explains: the
+    smallest k with P(X > k) <= tail for X ~ Binomial(pairs, rate)."""
+    from math import comb
+    cumulative = 0.0
+    for k in range(pairs + 1):
+        cumulative += comb(pairs, k) * rate ** k * (1 - rate) ** (pairs - k)
+        if 1 - cumulative <= tail:
+            return k
+    return pairs
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,11 @@ class MetricFloor:
         return [p for p in self.judged if p.significant]
 
     @property
+    def excess(self) -> bool:
+        """More significant A/A pairs than a 5% false-positive rate explains."""
+        return len(self.significant) > allowed_significant(len(self.judged))
+
+    @property
     def resolvable(self) -> float | None:
         """The median over the pairs of the resolvable difference (a fraction)."""
         values = [p.resolvable for p in self.judged]
@@ -100,8 +125,13 @@ class NoiseCheck:
 
     @property
     def passed(self) -> bool:
-        """No A/A pair differs significantly (True with nothing to judge: see `measurable`)."""
-        return not any(m.significant for m in self.metrics.values())
+        """No metric has more significant A/A pairs than a 5% false-positive rate explains (True with
+        nothing to judge: see `measurable`)."""
+        return not any(m.excess for m in self.metrics.values())
+
+    @property
+    def too_noisy(self) -> bool:
+        return self.floor is not None and self.floor >= TOO_NOISY
 
     @property
     def floor(self) -> float | None:

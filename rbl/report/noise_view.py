@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .labels import METRIC_TITLES
-from .noise import NoiseCheck
+from .noise import TOO_NOISY, NoiseCheck, allowed_significant
 from .stats import FEW_ROUNDS
 
 ADVICE = ("add rounds (`--rounds`), or run in `order = randomized` or `order = blocked` so that drift "
@@ -35,9 +35,11 @@ def verdict(check: NoiseCheck) -> dict:
         if metric.floor is None:
             continue
         largest = metric.largest
+        allowed = allowed_significant(len(metric.judged))
+        chance = ("more than" if metric.excess else "within") + f" the {allowed} that 95% intervals give by chance"
         details.append(f"{METRIC_TITLES.get(metric.metric, metric.metric)}: {len(metric.judged)} A/A pairs, "
                        f"resolvable difference {percent(metric.resolvable)}, largest A/A difference "
-                       f"{percent(largest.relative)}, {len(metric.significant)} significant.")
+                       f"{percent(largest.relative)}, {len(metric.significant)} significant ({chance}).")
     if check.few_rounds:
         details.append(f"{check.few_rounds} A/A cells have {FEW_ROUNDS} rounds or fewer: a bootstrap over so few "
                        "rounds cannot see how much a round's conditions move the median"
@@ -52,6 +54,12 @@ def verdict(check: NoiseCheck) -> dict:
                              f"(too few rounds, drift over the run, or other work on the machine); do not read "
                              f"differences of about {percent(check.floor)} or less as effects. {headline}"),
                 "details": details + [f"What to do: {ADVICE}."]}
+    if check.too_noisy:
+        return {"level": "warning",
+                "headline": (f"Too noisy to compare: the intervals hold (A/A check passed), but this run cannot "
+                             f"tell cells apart by less than {percent(check.floor)} of their value (at least "
+                             f"{percent(TOO_NOISY)} is too noisy). {headline}"),
+                "details": details + [f"What to do: {ADVICE}; run on a quieter machine."]}
     return {"level": "ok", "headline": f"A/A check passed. {headline}", "details": details}
 
 

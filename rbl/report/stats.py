@@ -160,7 +160,8 @@ def round_medians(groups: list[list[float]]) -> list[float]:
 
 def rounds_t_estimate(groups: list[list[float]], confidence: float = CONFIDENCE) -> Estimate:
     """The pooled median with a t-interval from the spread of the round medians: median +- t(k-1) *
-    sd / sqrt(k) over k rounds. No interval from fewer than 2 rounds or 6 observations."""
+    sd / sqrt(k) over k rounds, cut at 0 for a metric that cannot be negative. No interval from
+    fewer than 2 rounds or 6 observations."""
     values = [v for g in groups for v in g if v is not None]
     medians = round_medians(groups)
     if not values:
@@ -170,7 +171,8 @@ def rounds_t_estimate(groups: list[list[float]], confidence: float = CONFIDENCE)
     if len(values) < MIN_OBSERVATIONS or k < MIN_ROUNDS:
         return Estimate(median, None, None, len(values), k)
     half = t_quantile(1 - (1 - confidence) / 2, k - 1) * float(np.std(medians, ddof=1)) / k ** 0.5
-    return Estimate(median, median - half, median + half, len(values), k)
+    floor = 0.0 if min(values) >= 0 else -np.inf      # times and counts: a median below 0 is impossible
+    return Estimate(median, max(median - half, floor), median + half, len(values), k)
 
 
 def rounds_t_difference(groups_a: list[list[float]], groups_b: list[list[float]],
