@@ -4,6 +4,7 @@
 // Run: node src/main.js --library cockatiel|opossum --target 127.0.0.1:PORT [--listen 127.0.0.1:0] [--max-jobs 512]
 // It prints `listening PORT` on stdout once bound.
 
+const http = require('http');
 const { MAX_JOBS } = require('./protocol');
 const { parseTarget } = require('./job');
 const { ClientService } = require('./service');
@@ -47,7 +48,14 @@ function main() {
   const maxJobs = Number(args.maxJobs);
   if (!Number.isSafeInteger(maxJobs) || maxJobs < 1) fail('--max-jobs must be a whole number of at least 1');
   const server = serve(listen, new ClientService(args.library, target), maxJobs, port => {
-    process.stdout.write(`listening ${port}\n`);
+    // one request to its own /health first: the HTTP client and server paths are compiled and
+    // initialised before the first job, whose first request would otherwise pay for it
+    const warm = http.get({ host: listen[0] === '0.0.0.0' ? '127.0.0.1' : listen[0], port, path: '/health',
+      agent: false }, response => {
+      response.resume();
+      response.on('end', () => process.stdout.write(`listening ${port}\n`));
+    });
+    warm.on('error', () => process.stdout.write(`listening ${port}\n`));
   });
   const stop = () => {
     server.close();

@@ -70,8 +70,15 @@ func main() {
 		listener.Close()
 		os.Exit(0)
 	}()
-	fmt.Printf("listening %d\n", listener.Addr().(*net.TCPAddr).Port)
+	listening := listener.Addr().(*net.TCPAddr).Port
 	front := &client.Front{Service: service, MaxJobs: *maxJobs}
+	go func() {
+		// one request to its own /health first: the HTTP paths are warm before the first job
+		if response, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/health", listening)); err == nil {
+			response.Body.Close()
+		}
+		fmt.Printf("listening %d\n", listening)
+	}()
 	if err := front.Serve(listener); err != nil {
 		os.Exit(0)
 	}
