@@ -587,10 +587,13 @@ def merge(dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="The sha
     or in two shards."""
     from .runner.merge import describe, merge as merge_shards
     result = merge_shards(dirs, output, allow_gaps, say=lambda text: typer.echo(text, err=True))
+    code = result.code
     if result.out is not None:
         typer.echo(describe(result), err=True)
+        from .report.noise_assert import check_noise_assertion
+        code = check_noise_assertion(result.out, code, lambda text: typer.echo(text, err=True))
         typer.echo(f"next: `rbl report {result.out}`", err=True)
-    raise typer.Exit(result.code)
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -58,3 +58,14 @@ def test_bad_noise_assertions_are_located_errors(tmp_path):
         done = rbl("check", "bad.rbl", cwd=tmp_path)
         assert done.returncode == 1 and "E0312" in done.stderr and words in done.stderr, done.stderr
         assert f"bad.rbl:15:{column}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_one_shard_does_not_check_the_noise_of_the_whole_run(tmp_path):
+    (tmp_path / "aa.rbl").write_text(SPACE)
+    done = rbl("run", "aa.rbl", "--shard", "0/2", "-o", "shard0", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "is checked on the whole run, not on shard 0/2: `rbl merge` checks it" in done.stdout + done.stderr
+    done = rbl("run", "aa.rbl", "--shard", "1/2", "-o", "shard1", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged = rbl("merge", "shard0", "shard1", "-o", "merged", cwd=tmp_path)
+    assert merged.returncode == 3 and "assert noise < 0.001% failed: the noise floor is " in merged.stderr, merged.stderr

@@ -15,6 +15,11 @@ def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
     wanted = header.get("assert_noise")
     if not wanted:
         return None
+    shard = _shard_of(run_dir)
+    if shard:
+        # one shard holds some of the A/A cells: its floor is not the run's
+        return True, (f"assert noise {wanted['op']} {wanted['percent']:g}% is checked on the whole run, not on "
+                      f"shard {shard}: `rbl merge` checks it on the merged run")
     from .cells import DEFAULT_METRICS, load_cells
     from .noise import noise_check
     from .noise_view import ADVICE, percent, verdict
@@ -33,6 +38,19 @@ def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
         return True, f"assert {bound} holds: {measured}"
     few = f"; {check.few_rounds} A/A cells have 3 rounds or fewer" if check.few_rounds else ""
     return False, f"assert {bound} failed: {measured}{few}. To lower it: {ADVICE}."
+
+
+def _shard_of(run_dir: Path) -> str | None:
+    """`I/N` when the run directory is one shard of a plan (its manifest says so)."""
+    import json
+
+    from ..runner.shards import recorded_shard
+    try:
+        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    shard = recorded_shard(manifest) if isinstance(manifest, dict) else None
+    return None if shard is None else str(shard)
 
 
 def check_noise_assertion(run_dir: Path, code: int, say) -> int:
