@@ -74,7 +74,8 @@ func main() {
 	front := &client.Front{Service: service, MaxJobs: *maxJobs}
 	go func() {
 		// one request to its own /health first: the HTTP paths are warm before the first job
-		if response, err := (&http.Client{Timeout: 2 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/health", listening)); err == nil {
+		warm := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		if response, err := warm.Get(fmt.Sprintf("http://127.0.0.1:%d/health", listening)); err == nil {
 			response.Body.Close()
 		}
 		fmt.Printf("listening %d\n", listening)
