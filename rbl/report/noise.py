@@ -98,11 +98,12 @@ class MetricFloor:
 
     @property
     def floor(self) -> float | None:
-        """The noise floor, a fraction: the larger of the resolvable difference and the largest
-        difference seen between cells that behave alike (neither can be read as an effect)."""
+        """The noise floor, a fraction: the resolvable difference while the intervals hold; when
+        they do not (too many significant A/A pairs), the larger of it and the largest difference
+        seen between cells that behave alike, since the intervals understate the noise."""
         if self.resolvable is None:
             return None
-        return max(self.resolvable, self.largest.relative)
+        return max(self.resolvable, self.largest.relative) if self.excess else self.resolvable
 
     @property
     def floor_absolute(self) -> float | None:
