@@ -102,6 +102,7 @@ def build_noise_figure(check: NoiseCheck):
         ax.axvspan(-metric.floor * 100, metric.floor * 100, color="#999999", alpha=0.15, linewidth=0)
         ax.axvline(0, color="#444444", linewidth=0.8)
         ax.set_yticks([])
+        ax.invert_yaxis()                 # top to bottom in the order of the section's table
         ax.set_xlabel("A/A difference, % of the median")
         ax.set_title(f"{METRIC_TITLES.get(metric.metric, metric.metric)}\n{len(metric.significant)} of "
                      f"{len(pairs)} pairs significant", fontsize=8)
