@@ -19,6 +19,10 @@ from .conftest import REPO, run_rbl
 
 BASE = os.environ.get("RBL_DOCKER_BASE", "rbl-local/debian-python-java:bookworm")
 IMAGES = ["--image", f"python={BASE}", "--image", f"maven={BASE}", "--image", f"java={BASE}", "--image", "envoy=none"]
+# with this host's Node.js and Go copied in (scripts/make-base-image.sh --node --go): no registry here
+POLYGLOT_BASE = os.environ.get("RBL_DOCKER_POLYGLOT_BASE", "rbl-local/debian-python-java-node-go:bookworm")
+POLYGLOT_IMAGES = ["--image", f"python={POLYGLOT_BASE}", "--image", f"node={POLYGLOT_BASE}",
+                   "--image", f"golang={POLYGLOT_BASE}", "--image", f"debian={POLYGLOT_BASE}", "--image", "envoy=none"]
 SPACE = """
 space dockertest {
   rounds = 1
@@ -38,6 +42,30 @@ space dockertest {
     maxAttempts = 3
     waitDuration = 1ms
   }
+}
+"""
+POLYGLOT_SPACE = """
+space dockerpolyglot {
+  rounds = 1
+  users = 2
+  successes = 3
+  max_requests = 12
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate in [0%, 100%]
+
+  let three_tries = retry(attempts: 3, backoff: constant(1ms))
+  let breaker = circuit_breaker(open_when: consecutive_failures(3), open_for: 50ms)
+
+  client cockatiel.retry { use three_tries }
+  client opossum.circuit_breaker {
+    use breaker
+    approximate = true
+  }
+  client failsafe.retry { use three_tries }
+  client gobreaker.circuit_breaker { use breaker }
+  client backoff.retry { use three_tries }
 }
 """
 LONG_SPACE = SPACE.replace("rounds = 1", "rounds = 50").replace("space dockertest", "space dockerlong")
@@ -141,6 +169,48 @@ def test_ctrl_c_leaves_no_containers_or_networks(engine, tmp_path):
     assert process.wait(timeout=120) == 130
     assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerlong")
     assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
+
+
+def pinned_versions() -> dict[str, str]:
+    """The library versions the clients' lockfiles pin (what their images must report)."""
+    lock = json.loads((REPO / "clients" / "node" / "package-lock.json").read_text())["packages"]
+    pinned = {name: lock[f"node_modules/{name}"]["version"] for name in ("cockatiel", "opossum")}
+    modules = {"failsafe": "github.com/failsafe-go/failsafe-go", "gobreaker": "github.com/sony/gobreaker/v2",
+               "backoff": "github.com/cenkalti/backoff/v5"}
+    requires = dict(line.split()[:2] for line in (REPO / "clients" / "go" / "go.mod").read_text().splitlines()
+                    if line.startswith("\t") and len(line.split()) >= 2)
+    pinned.update({library: requires[module] for library, module in modules.items()})
+    return pinned
+
+
+@pytest.fixture(scope="module")
+def polyglot_engine():
+    done = subprocess.run(["docker", "image", "inspect", POLYGLOT_BASE], capture_output=True, text=True)
+    assert done.returncode == 0, f"no base image {POLYGLOT_BASE}: run scripts/docker-e2e.sh (it makes one)"
+    return POLYGLOT_BASE
+
+
+@pytest.mark.docker
+def test_the_node_and_go_clients_run_in_their_images_and_report_their_pinned_versions(polyglot_engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(POLYGLOT_SPACE)
+    done = rbl("run", "s.rbl", "-o", "run", "--backend", "docker", "--network", "host", *POLYGLOT_IMAGES, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = rows_of(tmp_path / "run")
+    assert len(rows) == 5 * 2 * 2                                       # 5 clients x 2 fault rates x 2 users
+    assert {row["lib"] for row in rows} == {"cockatiel", "opossum", "failsafe", "gobreaker", "backoff"}
+    pinned = pinned_versions()
+    for row in rows:
+        assert row["libraryVersion"] == pinned[row["lib"]], row
+        if row["faultPercentage"] == "0":
+            assert row["totalRequests"] == "3" and row["successfulCalls"] == "3", row
+        elif row["strategy"] == "retry":                                  # 3 attempts per call, 12 requests
+            assert row["totalRequests"] == "12" and row["totalCalls"] == "4" and row["faultRateApplied"] == "100.0", row
+        else:                                       # an open breaker rejects calls without a request
+            assert row["successfulCalls"] == "0" and int(row["totalCalls"]) > int(row["totalRequests"]), row
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert {library: manifest["versions"][library] for library in pinned} == pinned
+    assert manifest["sessions"][-1]["status"] == "finished"
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerpolyglot")
 
 
 def test_a_bad_image_or_an_unbuildable_client_fails_before_the_run_directory_exists(tmp_path):
