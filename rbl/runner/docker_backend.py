@@ -56,6 +56,14 @@ def connect():
     return engine
 
 
+def _engine_lost_errors() -> tuple[type[BaseException], ...]:
+    """What the Docker SDK raises when the engine goes away mid-request (e.g. dockerd stopped
+    during an image build): the connection errors of the HTTP layer beneath it."""
+    import requests
+    import urllib3
+    return requests.exceptions.ConnectionError, urllib3.exceptions.ProtocolError
+
+
 class DockerBackend:
     def __init__(self, run_dir: Path, logs: Path, header: dict, options: DockerOptions):
         if options.network not in NETWORKS:
@@ -95,8 +103,11 @@ class DockerBackend:
             self.fault = FaultControl(HOST, self._target_port(ADMIN_PORT))
             for service in clients:
                 self._start(service, context)
-        except BaseException:
+        except BaseException as error:
             self.stop()
+            if isinstance(error, _engine_lost_errors()):
+                raise EnvironmentMissing(f"lost the Docker engine while setting up the deployment: {error}",
+                                         hint=ENGINE_ADVICE) from None
             raise
         return self
 
