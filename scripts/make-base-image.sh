@@ -42,6 +42,9 @@ fi
 command -v debootstrap >/dev/null || [ -n "$from" ] || { echo "needs debootstrap (apt-get install -y debootstrap)" >&2; exit 4; }
 docker info >/dev/null 2>&1 || { echo "needs a running Docker engine (apt-get install -y docker.io; dockerd &)" >&2; exit 4; }
 
+if [ -n "$from" ] && ! docker image inspect "$from" >/dev/null 2>&1; then
+    echo "--from: no local image $from (docker images lists them)" >&2; exit 4
+fi
 # The host's toolchains, checked before anything is downloaded.
 if [ -n "$node" ]; then
     node_bin=$(node -p process.execPath 2>/dev/null) || { echo "--node: no node on this host" >&2; exit 4; }
@@ -56,13 +59,13 @@ if [ -n "$go" ]; then
     [ "${go_minor:-0}" -ge 23 ] || { echo "--go: this host's Go is $("$goroot/bin/go" env GOVERSION); the client needs >= 1.23" >&2; exit 4; }
 fi
 
-rootfs=$(mktemp -d)
-trap 'umount "$rootfs/proc" 2>/dev/null || true; rm -rf "$rootfs"' EXIT INT TERM
+rootfs=$(mktemp -d) container=""
+trap 'umount "$rootfs/proc" 2>/dev/null || true; rm -rf "$rootfs"; [ -z "$container" ] || docker rm -f "$container" >/dev/null 2>&1' EXIT INT TERM
 if [ -n "$from" ]; then
     echo "files of $from into $rootfs ..." >&2
     container=$(docker create "$from" /bin/true)
     docker export "$container" | tar -C "$rootfs" -x
-    docker rm "$container" >/dev/null
+    docker rm "$container" >/dev/null; container=""
 else
     echo "debootstrap bookworm ($packages) into $rootfs ..." >&2
     debootstrap --variant=minbase --include="$packages" bookworm "$rootfs" "$mirror" >&2
@@ -84,6 +87,7 @@ if [ -n "$go" ]; then
     # GOROOT given: without /proc in the chroot go cannot find its own location
     out=$(chroot "$rootfs" /usr/bin/env GOROOT=/usr/local/go /usr/local/go/bin/go version 2>&1) || { echo "$out" >&2; exit 4; }
 fi
+# (--from keeps that image's CA store: a base this script made has the host's CAs already)
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1 && [ -z "$from" ]; then
     cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
     mount -t proc proc "$rootfs/proc"              # Java's truststore hook needs /proc
