@@ -3,8 +3,8 @@ rbl/backends/deployment.py), built and run through the Docker SDK, driven by the
 fault control and client protocol as the local backend.
 
 Images are built from the run's own copy of the artifacts (RUN_DIR/deployment/) and tagged by a
-hash of their build context and arguments, so an unchanged image is reused across runs. Each run
-gets its own containers (and, on a bridge network, its own network), labelled rbl.run=ID, and
+hash of their build context, arguments and base image IDs, so an unchanged image is reused across
+runs. Each run gets its own containers (and, on a bridge network, its own network), labelled rbl.run=ID, and
 removes them when it ends, fails or is interrupted. Services bind loopback (host network) or live
 in the run's network with only 127.0.0.1 ports published.
 """
@@ -143,11 +143,21 @@ class DockerBackend:
             build = service.build
             if build is None or build.dockerfile in self.tags:
                 continue
-            key = hashlib.sha256(f"{digest}|{build.dockerfile}|{sorted(build.args.items())}".encode()).hexdigest()
+            # the bases' IDs too: a base rebuilt under the same tag (a new local base, a newer
+            # pull) must not reuse an image built on the old one
+            bases = sorted((arg, ref, self._image_id(ref)) for arg, ref in build.args.items())
+            key = hashlib.sha256(f"{digest}|{build.dockerfile}|{bases}".encode()).hexdigest()
             tag = f"{service.image.rsplit(':', 1)[0]}:{key[:12]}"
             self.tags[build.dockerfile] = tag
             if not self._image_exists(tag):
                 self._build(context, build.dockerfile, build.args, tag)
+
+    def _image_id(self, ref: str) -> str:
+        from docker.errors import ImageNotFound
+        try:
+            return self.engine.images.get(ref).id
+        except ImageNotFound:          # the build pulls it
+            return "not local"
 
     def _image_exists(self, tag: str) -> bool:
         from docker.errors import ImageNotFound
