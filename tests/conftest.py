@@ -33,6 +33,18 @@ def run_rbl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300
                           timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
 
+def run_spec(tmp_path: Path, name: str, spec: str, *args: str, path: str | None = None,
+             cache: Path | None = None) -> subprocess.CompletedProcess:
+    """`rbl run NAME -o out` on SPEC written to tmp_path, with PATH and the client cache optionally replaced."""
+    env = {}
+    if path is not None:
+        env["PATH"] = path
+    if cache is not None:
+        env["XDG_CACHE_HOME"] = str(cache)
+    (tmp_path / name).write_text(spec)
+    return run_rbl("run", name, "-o", "out", *args, cwd=tmp_path, env=env)
+
+
 class TextSnapshot(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
     file_extension = "txt"

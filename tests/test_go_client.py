@@ -16,7 +16,7 @@ import pytest
 
 from rbl.runner import client_builds
 
-from .conftest import run_rbl
+from .conftest import run_spec
 from .test_resilience4j_client import bin_with
 
 SPACE = """
@@ -46,13 +46,7 @@ space go {
 
 
 def run_go(tmp_path: Path, *args: str, path: str | None = None, cache: Path | None = None):
-    env = {}
-    if path is not None:
-        env["PATH"] = path
-    if cache is not None:
-        env["XDG_CACHE_HOME"] = str(cache)
-    (tmp_path / "go.rbl").write_text(SPACE)
-    return run_rbl("run", "go.rbl", "-o", "out", *args, cwd=tmp_path, env=env)
+    return run_spec(tmp_path, "go.rbl", SPACE, *args, path=path, cache=cache)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 
 from rbl.runner import client_builds
 
-from .conftest import EXAMPLES, run_rbl
+from .conftest import EXAMPLES, run_rbl, run_spec
 from .test_resilience4j_client import bin_with
 
 SPACE = """
@@ -39,13 +39,7 @@ space node {
 
 
 def run_node(tmp_path: Path, *args: str, path: str | None = None, cache: Path | None = None):
-    env = {}
-    if path is not None:
-        env["PATH"] = path
-    if cache is not None:
-        env["XDG_CACHE_HOME"] = str(cache)
-    (tmp_path / "node.rbl").write_text(SPACE)
-    return run_rbl("run", "node.rbl", "-o", "out", *args, cwd=tmp_path, env=env)
+    return run_spec(tmp_path, "node.rbl", SPACE, *args, path=path, cache=cache)
 
 
 @pytest.fixture(scope="module")
