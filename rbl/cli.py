@@ -558,7 +558,8 @@ def diff(run_a: Path = typer.Argument(..., help="The first run directory (A: bef
     result = diff_runs(run_a, run_b, metrics, resamples, seed, confidence,
                        warn=lambda text: err.print(f"warning: {text}", markup=False))
     if output_format == "text":
-        print_diff(result, Console(highlight=False, width=None if sys.stdout.isatty() else 200))
+        from .report.keyed_table import output_width
+        print_diff(result, Console(highlight=False, width=output_width(sys.stdout, 200)))
     else:
         sys.stdout.write(as_csv(result) if output_format == "csv" else as_json(result))
     out = output or run_b / f"diff-vs-{run_a.resolve().name}"

@@ -14,6 +14,7 @@ import pytest
 
 from rbl.report.stats import difference
 
+from .conftest import run_rbl
 from .test_run import rbl
 
 SPACE = """
@@ -27,7 +28,8 @@ space compared {{
   fault.rate in [0%, 50%]
   client tenacity.retry {{
     stop_after_attempt = 4
-    wait = none
+    wait = fixed
+    wait_fixed in [1ms]            // an axis of one value: labels carry it, with its unit
   }}
 }}
 """
@@ -75,6 +77,13 @@ def test_text_csv_and_figure(runs):
     assert len(table) == 2 * 2 and {r["significant"] for r in table} <= {"true", "false"}
     plain = rbl("diff", "aborts", "delays", "--format", "csv", "-o", "csv-out", cwd=runs)
     assert plain.stdout.splitlines()[0].startswith("configuration,faultRate,users,metric")
+
+
+def test_labels_keep_their_units_and_are_never_cut_at_80_columns(runs):
+    text = run_rbl("diff", "aborts", "delays", "-m", "totalRequests", "-o", "narrow", cwd=runs, env={"COLUMNS": "80"})
+    assert text.returncode == 0, text.stderr
+    assert "tenacity.retry wait_fixed=1ms" in text.stdout            # the spec's spelling, not 0.001
+    assert "…" not in text.stdout and max(map(len, text.stdout.splitlines())) <= 80
 
 
 def test_bad_arguments_are_usage_errors(runs, tmp_path):

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from ..errors import UsageError
 from .cells import Cell, load_cells
+from .keyed_table import NumberColumn, print_keyed_table
+from .labels import Labeller
 from .stats import Difference, difference
 
 DEFAULT_DIFF_METRICS = ("successTimePerRequest", "totalExecutionTime", "totalRequests")
@@ -63,11 +64,6 @@ class RunDiff:
         return sum(1 for c in self.cells if c.result.low is not None)
 
 
-def _label(cell: Cell, axes: dict[str, list[str]]) -> str:
-    values = " ".join(f"{axis}={cell.scenario['config'].get(axis)}" for axis in axes.get(cell.client, []))
-    return f"{cell.client} {values}".strip()
-
-
 def _key(cell: Cell) -> tuple:
     return (cell.client, json.dumps(cell.scenario["config"], sort_keys=True), cell.users, float(cell.fault_rate))
 
@@ -101,7 +97,7 @@ def diff_runs(run_a: Path, run_b: Path, metrics: list[str], resamples: int = 200
               confidence: float = 0.95, warn=lambda text: None) -> RunDiff:
     header_a, cells_a = _load(run_a, metrics, warn)
     _, cells_b = _load(run_b, metrics, warn)
-    axes = {c["label"]: list(c.get("axes", [])) for c in header_a["clients"]}
+    labeller = Labeller(header_a)          # the spec's spelling with units, as in the report
     found = []
     for key, cell_a in cells_a.items():
         cell_b = cells_b.get(key)
@@ -109,7 +105,7 @@ def diff_runs(run_a: Path, run_b: Path, metrics: list[str], resamples: int = 200
             continue
         for metric in metrics:
             result = difference(_groups(cell_a, metric), _groups(cell_b, metric), resamples, seed, confidence)
-            found.append(CellDiff(key, _label(cell_a, axes), cell_a.fault_rate, cell_a.users, metric, result))
+            found.append(CellDiff(key, labeller.label(cell_a.scenario), cell_a.fault_rate, cell_a.users, metric, result))
     if not found:
         raise UsageError(f"{run_a} and {run_b} have no cell in common",
                          hint="cells match on client label, configuration, users and fault rate")
@@ -140,16 +136,17 @@ def _number(value: float | None) -> str:
 
 
 def print_diff(diff: RunDiff, console: Console) -> None:
-    table = Table(title=f"median(B) - median(A) [{diff.confidence:.0%} CI]; A = {diff.run_a}, B = {diff.run_b}",
-                  title_justify="left")
-    for column in ("configuration", "fault %", "users", "metric", "A", "B", "B - A", "interval", ""):
-        table.add_column(column, justify="left" if column in ("configuration", "metric", "") else "right")
+    # the configuration column is never cut: whole labels, or keys with a legend (keyed_table.py)
+    columns = [NumberColumn("fault %"), NumberColumn("users"), NumberColumn("metric", "left"), NumberColumn("A"),
+               NumberColumn("B"), NumberColumn("B - A"), NumberColumn("interval"), NumberColumn("", "left")]
+    rows = []
     for c in diff.cells:
         r = c.result
         interval = "too few observations" if r.low is None else f"[{r.low:.4g}, {r.high:.4g}]"
-        table.add_row(c.label, f"{c.fault_rate:g}", str(c.users), c.metric, _number(r.a.median), _number(r.b.median),
-                      _number(r.difference), interval, "[bold red]differs[/bold red]" if r.significant else "")
-    console.print(table)
+        rows.append((c.label, [f"{c.fault_rate:g}", str(c.users), c.metric, _number(r.a.median), _number(r.b.median),
+                               _number(r.difference), interval, "[bold red]differs[/bold red]" if r.significant else ""]))
+    print_keyed_table(console, f"median(B) - median(A) [{diff.confidence:.0%} CI]; A = {diff.run_a}, B = {diff.run_b}",
+                      "configuration", columns, rows)
     expected = (1 - diff.confidence) * diff.tested
     console.print(f"{len(diff.significant)} of {diff.tested} comparisons differ (interval excludes 0); about "
                   f"{expected:.1f} would by chance alone between identical setups", highlight=False)
