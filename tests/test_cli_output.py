@@ -139,6 +139,18 @@ def test_without_a_terminal_every_finished_round_is_reported(monkeypatch):
     assert "scenario 3/3 round 2/2" in lines[-1]
 
 
+def test_a_shard_names_its_scenarios_by_their_number_in_the_plan(monkeypatch):
+    monkeypatch.setattr(progress_module, "LINE_INTERVAL", 0.0)
+    out = io.StringIO()
+    with RunProgress(Console(file=out, width=120), 2, 1, plan_size=9) as progress:   # a shard of 2 of 9
+        for index in (4, 7):
+            progress.round_started({**SCENARIO, "index": index}, 1)
+            progress.advance({**SCENARIO, "index": index}, 1)
+    lines = out.getvalue().splitlines()
+    assert "1/2 rounds" in lines[0] and "scenario 5/9 round 1/1" in lines[0]
+    assert "2/2 rounds" in lines[-1] and "scenario 8/9 round 1/1" in lines[-1]
+
+
 def test_without_a_terminal_fast_rounds_are_throttled_but_the_last_is_always_said():
     out = io.StringIO()
     with RunProgress(Console(file=out, width=80), 50, 2) as progress:

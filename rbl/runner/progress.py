@@ -24,9 +24,11 @@ def _clock(seconds: float) -> str:
 
 
 class RunProgress:
-    def __init__(self, console: Console, scenarios: int, rounds: int, labeller=None, plan_scenarios=None):
+    def __init__(self, console: Console, scenarios: int, rounds: int, labeller=None, plan_scenarios=None,
+                 plan_size: int | None = None):
         self.console = console
-        self.scenarios = scenarios
+        self.scenarios = scenarios                 # the ones this run executes (a shard's, or all)
+        self.plan_size = plan_size or scenarios    # a scenario is named by its number in the plan
         self.rounds = rounds
         self.total = scenarios * rounds
         self.done = 0
@@ -59,7 +61,7 @@ class RunProgress:
     def _describe(self, scenario: dict, round_number: int) -> str:
         fault = scenario["fault"]
         label = self._labeller.label(scenario) if self._labeller else scenario["client"]
-        return (f"scenario {scenario['index'] + 1}/{self.scenarios} round {round_number}/{self.rounds}: "
+        return (f"scenario {scenario['index'] + 1}/{self.plan_size} round {round_number}/{self.rounds}: "
                 f"{label}, {fault['kind']} {fault['rate']:g}%, {plural(scenario['users'], 'user')}")
 
     def round_started(self, scenario: dict, round_number: int) -> None:

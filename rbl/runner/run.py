@@ -175,7 +175,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
             with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header),
-                             run.scenarios) as progress:
+                             run.scenarios, plan_size=header["size"]) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout, order)
                 executor.execute()
         outcome = executor.outcome
