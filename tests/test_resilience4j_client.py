@@ -12,7 +12,7 @@ import pytest
 
 from rbl.runner import client_builds
 
-from .conftest import run_rbl
+from .conftest import run_spec
 from .test_run import rows
 
 SPACE = """
@@ -35,13 +35,7 @@ space r4j {
 
 
 def run_r4j(tmp_path: Path, *args: str, path: str | None = None, cache: Path | None = None):
-    env = {}
-    if path is not None:
-        env["PATH"] = path
-    if cache is not None:
-        env["XDG_CACHE_HOME"] = str(cache)
-    (tmp_path / "r4j.rbl").write_text(SPACE)
-    return run_rbl("run", "r4j.rbl", "-o", "out", *args, cwd=tmp_path, env=env)
+    return run_spec(tmp_path, "r4j.rbl", SPACE, *args, path=path, cache=cache)
 
 
 def bin_with(tmp_path: Path, *commands: str) -> str:
