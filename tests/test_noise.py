@@ -8,6 +8,8 @@ import numpy as np
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_file
 from rbl.compiler.plan import plan_header
+from rbl.report.aa_groups import AAGroup
+from rbl.report.cell_effects import alike_sets, f_survival
 from rbl.report.cells import Cell
 from rbl.report.noise import noise_check
 from rbl.report.noise_view import build_noise_figure, rows, verdict
@@ -146,7 +148,83 @@ def test_a_few_significant_pairs_are_what_honest_intervals_give_by_chance():
     rng = np.random.default_rng(6)
     cells = cells_with(scenarios, 6, lambda s, r, u: 10 + (10 if s["id"] == one else 0) + rng.normal(0, 0.5))
     check = noise_check(header, cells, [METRIC], "auto")
-    assert len(check.metrics[METRIC].significant) == 2 and check.passed
+    floor = check.metrics[METRIC]
+    assert len(floor.significant) == 2 and not floor.excess
     text = verdict(check)
     assert "2 significant (within the 3 that 95% intervals give by chance)" in " ".join(text["details"])
-    assert text["level"] == "ok" and check.floor == check.metrics[METRIC].resolvable < 0.2
+    # the pair count alone lets it pass; the between-cell analysis sees the one cell apart in every round
+    assert floor.drifted and not check.passed and text["level"] == "warning"
+
+
+# ---- the between-cell analysis (rbl/report/cell_effects.py): alike cells against their own rounds ----
+
+def test_f_survival_matches_the_printed_table():
+    # upper 1% and 5% points of F
+    for f, df1, df2, p in ((3.564, 8, 20, 0.01), (4.103, 2, 10, 0.05), (2.447, 8, 20, 0.05), (7.559, 2, 10, 0.01)):
+        assert abs(f_survival(f, df1, df2) - p) < 2e-4
+    assert f_survival(0.0, 3, 3) == 1.0 and f_survival(float("inf"), 3, 3) == 0.0
+
+
+def test_groups_sharing_a_baseline_join_into_one_set():
+    group = lambda library, ids: AAGroup(library, "svc", 5, "abort 0%", ids)
+    sets = alike_sets([group("tenacity", ("base", "r1", "r2")), group("pybreaker", ("base", "b1")),
+                       group("other", ("x", "y"))])
+    assert sorted(sets) == [["b1", "base", "r1", "r2"], ["x", "y"]]
+
+
+def cells_apart(scenarios, rounds: int, drift: float, seed: int) -> list[Cell]:
+    """Each cell's rounds share a condition of its own (a neighbour busy while that cell ran, of
+    typical size `drift` as a fraction), plus round-to-round variation of 5% and users' noise."""
+    rng = np.random.default_rng(seed)
+    cell_level = {s["id"]: rng.normal(0, drift) for s in scenarios}
+    round_level = {(s["id"], r): rng.normal(0, 0.05) for s in scenarios for r in range(1, rounds + 1)}
+    return cells_with(scenarios, rounds, lambda s, r, u: 10 * np.exp(cell_level[s["id"]] + round_level[(s["id"], r)]
+                                                                     + rng.normal(0, 0.02)))
+
+
+def test_alike_cells_that_only_vary_by_round_pass_at_about_the_nominal_rate():
+    header, scenarios = quickstart()
+    failed = 0
+    for seed in range(200):
+        check = noise_check(header, cells_apart(scenarios, 2, 0.0, seed), [METRIC], "auto", resamples=50)
+        effects = check.metrics[METRIC].cell_effects
+        assert effects.cells == 10 and (effects.df_between, effects.df_within) == (8, 10)
+        failed += effects.significant
+    assert failed <= 8                          # 1% nominal: 2 of 200 expected; 8 is P < 0.001
+
+
+def test_two_rounds_of_cells_apart_fail_where_the_pairs_cannot():
+    header, scenarios = quickstart()
+    check = noise_check(header, cells_apart(scenarios, 2, 0.3, 7), [METRIC], "auto", resamples=50)
+    floor = check.metrics[METRIC]
+    assert not floor.excess                     # t with 1 degree of freedom: no pair is significant
+    assert floor.drifted and not check.passed
+    assert floor.cell_effects.ratio > 10 and floor.cell_effects.p_value < 0.01
+    assert check.floor >= floor.largest.relative
+    text = verdict(check)
+    assert text["level"] == "warning" and text["headline"].startswith("A/A check failed: cells that cannot differ")
+    assert "times more than their own rounds vary" in text["headline"]
+    assert "order = sequential" in text["headline"] and "order = randomized" in text["details"][-1]
+
+
+def test_the_verdict_names_the_order_the_run_went_in():
+    header, scenarios = quickstart()
+    check = noise_check(header, cells_apart(scenarios, 3, 0.3, 8), [METRIC], "auto", resamples=50, order="randomized")
+    assert not check.passed and "even in order = randomized" in verdict(check)["headline"]
+
+
+def test_a_cell_without_positive_values_is_left_out_of_the_log_scale():
+    header, scenarios = quickstart()
+    cells = cells_apart(scenarios, 3, 0.0, 9)
+    zero = next(c for c in cells if c.scenario["fault"]["rate"] == 0 and c.client == "tenacity.retry")
+    for round_rows in zero.rounds.values():
+        for row in round_rows:
+            row[METRIC] = 0.0
+    effects = noise_check(header, cells, [METRIC], "auto", resamples=50).metrics[METRIC].cell_effects
+    assert effects.cells == 9
+
+
+def test_one_round_gives_nothing_to_compare():
+    header, scenarios = quickstart()
+    check = noise_check(header, cells_apart(scenarios, 1, 0.3, 10), [METRIC], "auto", resamples=50)
+    assert check.metrics[METRIC].cell_effects is None and not check.measurable

@@ -54,9 +54,9 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         files += paths
         figures.append({"title": METRIC_TITLES.get(metric, metric),
                         "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
-    noise, noise_files = noise_section(header, cells, metrics, method, resamples, seed, out_dir)
-    files += noise_files
     manifest = _manifest(run_dir / "manifest.json", console)
+    noise, noise_files = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
+    files += noise_files
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
@@ -73,20 +73,21 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     return Report(out_dir, files, records)
 
 
-def noise_section(header: dict, cells: list, metrics: list[str], method: str, resamples: int, seed: int,
-                  out_dir: Path) -> tuple[dict, list[Path]]:
+def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str], method: str, resamples: int,
+                  seed: int, out_dir: Path) -> tuple[dict, list[Path]]:
     """The A/A check (rbl/report/noise.py) for the HTML report, and noise.json (its numbers, which
     `assert noise < ...` is checked against) and noise-floor.png."""
     from .labels import Labeller
-    from .noise import noise_check
+    from .noise import noise_check, run_order_kind
     from .noise_view import rows, verdict, write_noise_figure
-    check = noise_check(header, cells, metrics, method, resamples, seed)
+    check = noise_check(header, cells, metrics, method, resamples, seed, run_order_kind(header, manifest))
     labeller = Labeller(header)
     labels = {c.scenario["id"]: labeller.label(c.scenario) for c in cells}
     figure = write_noise_figure(check, out_dir)
     summary = {"method": method, "passed": check.passed, "measurable": check.measurable, "floor": check.floor,
                "metrics": {m.metric: {"floor": m.floor, "floorAbsolute": m.floor_absolute, "resolvable": m.resolvable,
-                                      "pairs": len(m.judged), "significant": len(m.significant)}
+                                      "pairs": len(m.judged), "significant": len(m.significant),
+                                      "cellEffects": cell_effects_summary(m.cell_effects)}
                            for m in check.metrics.values()},
                "leftOut": [{"scenarioId": item.scenario_id, "reason": item.reason} for item in check.grouping.left_out],
                "verdict": verdict(check)}
@@ -96,6 +97,15 @@ def noise_section(header: dict, cells: list, metrics: list[str], method: str, re
                "left_out": [f"{labels.get(i.scenario_id, i.scenario_id)}: {i.reason}" for i in check.grouping.left_out],
                "figure": base64.b64encode(figure.read_bytes()).decode() if figure else None}
     return section, [path] + ([figure] if figure else [])
+
+
+def cell_effects_summary(effects) -> dict | None:
+    """noise.json's record of rbl/report/cell_effects.py's analysis for one metric."""
+    if effects is None:
+        return None
+    return {"F": effects.ratio, "dfBetween": effects.df_between, "dfWithin": effects.df_within,
+            "pValue": effects.p_value, "significant": effects.significant, "cells": effects.cells,
+            "roundSpread": effects.round_spread}
 
 
 def print_noise_verdict(text: dict, console: Console) -> None:

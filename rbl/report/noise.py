@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .aa_groups import AAGroup, Grouping, aa_groups
+from .cell_effects import CellEffects, cell_effects
 from .stats import CONFIDENCE, Difference, difference, interval_method, rounds_t_difference
 
 # With n A/A pairs, honest 95% intervals still call about 5% of them significant. The check fails when
@@ -69,6 +70,7 @@ class AAPair:
 class MetricFloor:
     metric: str
     pairs: list[AAPair] = field(default_factory=list)
+    cell_effects: CellEffects | None = None     # alike cells against their own rounds (all sets pooled)
 
     @property
     def judged(self) -> list[AAPair]:
@@ -85,6 +87,15 @@ class MetricFloor:
         return len(self.significant) > allowed_significant(len(self.judged))
 
     @property
+    def drifted(self) -> bool:
+        """Alike cells differ more than their own rounds vary: conditions changed between cells."""
+        return self.cell_effects is not None and self.cell_effects.significant
+
+    @property
+    def failed(self) -> bool:
+        return self.excess or self.drifted
+
+    @property
     def resolvable(self) -> float | None:
         """The median over the pairs of the resolvable difference (a fraction)."""
         values = [p.resolvable for p in self.judged]
@@ -99,11 +110,12 @@ class MetricFloor:
     @property
     def floor(self) -> float | None:
         """The noise floor, a fraction: the resolvable difference while the intervals hold; when
-        they do not (too many significant A/A pairs), the larger of it and the largest difference
-        seen between cells that behave alike, since the intervals understate the noise."""
+        they do not (too many significant A/A pairs, or alike cells apart by more than their rounds
+        vary), the larger of it and the largest difference seen between cells that behave alike,
+        since the intervals understate the noise."""
         if self.resolvable is None:
             return None
-        return max(self.resolvable, self.largest.relative) if self.excess else self.resolvable
+        return max(self.resolvable, self.largest.relative) if self.failed else self.resolvable
 
     @property
     def floor_absolute(self) -> float | None:
@@ -119,6 +131,7 @@ class NoiseCheck:
     method: str                         # the method asked for (auto, bootstrap, rounds-t)
     metrics: dict[str, MetricFloor]
     few_rounds: int                     # cells in A/A groups with few rounds (<= FEW_ROUNDS)
+    order: str = "sequential"           # the run order (rbl/runner/run_order.py), for the verdict's why
 
     @property
     def measurable(self) -> bool:
@@ -126,9 +139,9 @@ class NoiseCheck:
 
     @property
     def passed(self) -> bool:
-        """No metric has more significant A/A pairs than a 5% false-positive rate explains (True with
-        nothing to judge: see `measurable`)."""
-        return not any(m.excess for m in self.metrics.values())
+        """No metric has more significant A/A pairs than a 5% false-positive rate explains, nor alike
+        cells further apart than their rounds vary (True with nothing to judge: see `measurable`)."""
+        return not any(m.failed for m in self.metrics.values())
 
     @property
     def too_noisy(self) -> bool:
@@ -153,10 +166,19 @@ def compare(groups_a: list[list[float]], groups_b: list[list[float]], method: st
     return difference(groups_a, groups_b, resamples, seed)
 
 
+def run_order_kind(header: dict, manifest: dict | None) -> str:
+    """The order the run went in: the manifest's record (--order may override the plan), else the plan's."""
+    from ..runner.run_order import recorded_order
+    recorded = recorded_order(manifest.get("order")) if manifest else None
+    return recorded.kind if recorded else (header.get("order") or {}).get("kind", "sequential")
+
+
 def noise_check(header: dict, cells: list, metrics: list[str], method: str = "auto", resamples: int = 2000,
-                seed: int = 0) -> NoiseCheck:
+                seed: int = 0, order: str | None = None) -> NoiseCheck:
     """Compare every pair of every A/A group of the run's cells (rbl/report/cells.py's Cell) on each
-    metric, with `method` chosen per pair by the fewer rounds of its two cells."""
+    metric, with `method` chosen per pair by the fewer rounds of its two cells, and every set of
+    alike cells against their own rounds (rbl/report/cell_effects.py). `order`: how the run went
+    (run_order_kind), the plan's when not given."""
     from .stats import FEW_ROUNDS
     by_id = {cell.scenario["id"]: cell for cell in cells}
     grouping = aa_groups(header, [cell.scenario for cell in cells])
@@ -177,4 +199,6 @@ def noise_check(header: dict, cells: list, metrics: list[str], method: str = "au
                 series = lambda cell: [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]
                 floors[metric].pairs.append(AAPair(group, a, b, chosen,
                                                    compare(series(cell_a), series(cell_b), chosen, resamples, seed)))
-    return NoiseCheck(grouping, method, floors, len(few))
+    for metric in metrics:
+        floors[metric].cell_effects = cell_effects(grouping.groups, by_id, metric)
+    return NoiseCheck(grouping, method, floors, len(few), order or run_order_kind(header, None))

@@ -21,10 +21,10 @@ def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
         return True, (f"assert noise {wanted['op']} {wanted['percent']:g}% is checked on the whole run, not on "
                       f"shard {shard}: `rbl merge` checks it on the merged run")
     from .cells import DEFAULT_METRICS, load_cells
-    from .noise import noise_check
-    from .noise_view import ADVICE, percent, verdict
+    from .noise import noise_check, run_order_kind
+    from .noise_view import ADVICE, failure_reason, percent, verdict
     header, cells = load_cells(run_dir, list(DEFAULT_METRICS))
-    check = noise_check(header, cells, list(DEFAULT_METRICS))
+    check = noise_check(header, cells, list(DEFAULT_METRICS), order=run_order_kind(header, _manifest(run_dir)))
     bound = f"noise {wanted['op']} {wanted['percent']:g}%"
     if check.floor is None:
         return False, f"assert {bound} cannot be checked: {verdict(check)['headline']}"
@@ -37,19 +37,24 @@ def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
     if held:
         return True, f"assert {bound} holds: {measured}"
     few = f"; {check.few_rounds} A/A cells have 3 rounds or fewer" if check.few_rounds else ""
-    return False, f"assert {bound} failed: {measured}{few}. To lower it: {ADVICE}."
+    why = "" if check.passed else f" The A/A check failed: {failure_reason(check)}"
+    return False, f"assert {bound} failed: {measured}{few}.{why} To lower it: {ADVICE}."
 
 
-def _shard_of(run_dir: Path) -> str | None:
-    """`I/N` when the run directory is one shard of a plan (its manifest says so)."""
+def _manifest(run_dir: Path) -> dict | None:
     import json
-
-    from ..runner.shards import recorded_shard
     try:
         manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    shard = recorded_shard(manifest) if isinstance(manifest, dict) else None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _shard_of(run_dir: Path) -> str | None:
+    """`I/N` when the run directory is one shard of a plan (its manifest says so)."""
+    from ..runner.shards import recorded_shard
+    manifest = _manifest(run_dir)
+    shard = recorded_shard(manifest) if manifest else None
     return None if shard is None else str(shard)
 
 

@@ -45,14 +45,14 @@ def verdict(check: NoiseCheck) -> dict:
                        "rounds cannot see how much a round's conditions move the median"
                        + ("; their intervals are t-intervals on the round medians, which widen as they should."
                           if check.method != "bootstrap" else " (the intervals asked for are bootstrap ones)."))
+    for metric in check.metrics.values():
+        if metric.cell_effects is not None:
+            details.append(cell_effects_line(metric))
     if not check.passed:
-        significant = sum(len(m.significant) for m in check.metrics.values())
-        judged = sum(len(m.judged) for m in check.metrics.values())
         return {"level": "warning",
-                "headline": (f"A/A check failed: {significant} of {judged} comparisons between cells that cannot "
-                             f"differ in behaviour are significant. The intervals understate this run's variance "
-                             f"(too few rounds, drift over the run, or other work on the machine); do not read "
-                             f"differences of about {percent(check.floor)} or less as effects. {headline}"),
+                "headline": (f"A/A check failed: {failure_reason(check)} The intervals understate this run's "
+                             f"variance; do not read differences of about {percent(check.floor)} or less as "
+                             f"effects. {headline}"),
                 "details": details + [f"What to do: {ADVICE}."]}
     if check.too_noisy:
         return {"level": "warning",
@@ -61,6 +61,34 @@ def verdict(check: NoiseCheck) -> dict:
                              f"{percent(TOO_NOISY)} is too noisy). {headline}"),
                 "details": details + [f"What to do: {ADVICE}; run on a quieter machine."]}
     return {"level": "ok", "headline": f"A/A check passed. {headline}", "details": details}
+
+
+def failure_reason(check: NoiseCheck) -> str:
+    """Why the check failed, in the order a reader can act on: cells apart by more than their
+    rounds vary (conditions changed during the run), then too many significant pairs."""
+    drifted = [m for m in check.metrics.values() if m.drifted]
+    if drifted:
+        effects = max((m.cell_effects for m in drifted), key=lambda e: e.ratio)
+        order = check.order
+        where = ("every round of a cell ran back to back (order = sequential), so a change landed on some "
+                 "cells only" if order == "sequential" else f"even in order = {order}")
+        return (f"cells that cannot differ in behaviour differ {effects.ratio:.1f} times more than their own rounds "
+                f"vary ({METRIC_TITLES.get(effects.metric, effects.metric)}, p = {effects.p_value:.2g}). The "
+                f"machine's conditions changed during the run (drift, or other work on the machine), and "
+                f"{where}.")
+    significant = sum(len(m.significant) for m in check.metrics.values())
+    judged = sum(len(m.judged) for m in check.metrics.values())
+    return (f"{significant} of {judged} comparisons between cells that cannot differ in behaviour are "
+            f"significant (too few rounds, drift over the run, or other work on the machine).")
+
+
+def cell_effects_line(metric) -> str:
+    effects = metric.cell_effects
+    verdict_text = ("more than their rounds vary" if effects.significant
+                    else "no more than their rounds vary")
+    return (f"{METRIC_TITLES.get(metric.metric, metric.metric)}: {effects.cells} alike cells differ {verdict_text} "
+            f"(F = {effects.ratio:.2f} on {effects.df_between} and {effects.df_within} degrees of freedom, "
+            f"p = {effects.p_value:.2g}; a round's median moves by about {percent(effects.round_spread)}).")
 
 
 def rows(check: NoiseCheck, labels: dict[str, str]) -> list[dict]:

@@ -118,11 +118,11 @@ def t_quantile(p: float, df: float) -> float:
 
 def _t_cdf(t: float, df: float) -> float:
     x = df / (df + t * t)
-    tail = 0.5 * _regularized_beta(x, df / 2, 0.5)
+    tail = 0.5 * regularized_beta(x, df / 2, 0.5)
     return 1 - tail if t >= 0 else tail
 
 
-def _regularized_beta(x: float, a: float, b: float) -> float:
+def regularized_beta(x: float, a: float, b: float) -> float:
     """I_x(a, b) by its continued fraction (Lentz), switching sides where it converges slowly."""
     import math
     if x <= 0:
@@ -130,7 +130,7 @@ def _regularized_beta(x: float, a: float, b: float) -> float:
     if x >= 1:
         return 1.0
     if x > (a + 1) / (a + b + 2):
-        return 1 - _regularized_beta(1 - x, b, a)
+        return 1 - regularized_beta(1 - x, b, a)
     front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
     tiny, c, d = 1e-300, 1.0, 0.0
     result = 1.0
