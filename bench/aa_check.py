@@ -13,11 +13,13 @@ Neighbours (one busy process per core, started before and stopped after each run
 
 python3 bench/aa_check.py [--spec examples/quickstart.rbl] [--rounds 2] [--runs 3]
                           [--neighbour none|steady|bursty] [--out DIR]
+python3 bench/aa_check.py --existing RUN_DIR...     (judge runs made before)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import random
@@ -74,8 +76,15 @@ def one_run(spec: str, rounds: int | None, out: Path, neighbour: str, seed: int)
         stop_neighbour(processes)
     if result.returncode != 0:
         return f"rbl run failed ({result.returncode}): {result.stderr.strip()[-300:]}"
-    header, cells = load_cells(out, list(DEFAULT_METRICS), resamples=1000)
-    check = noise_check(header, cells, list(DEFAULT_METRICS), resamples=1000)
+    return summary(out)
+
+
+def summary(run_dir: Path) -> str:
+    """One line: what the report's A/A check says of a run directory."""
+    header, cells = load_cells(run_dir, list(DEFAULT_METRICS), resamples=1000)
+    manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
+    check = noise_check(header, cells, list(DEFAULT_METRICS), resamples=1000,
+                        manifest=manifest)
     text = verdict(check)
     parts = [{"ok": "PASS", "warning": "FAIL" if not check.passed else "NOISY"}.get(text["level"], "N/A"),
              f"floor {percent(check.floor)}"]
@@ -96,7 +105,13 @@ def main() -> int:
     parser.add_argument("--neighbour", choices=NEIGHBOURS, default="none")
     parser.add_argument("--seed", type=int, default=1, help="seeds the bursty neighbour's phases")
     parser.add_argument("--out", type=Path, default=None, help="keep the run directories here")
+    parser.add_argument("--existing", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="judge these run directories instead of running anything")
     args = parser.parse_args()
+    if args.existing:
+        for run_dir in args.existing:
+            print(f"{run_dir.name}: {summary(run_dir)}", flush=True)
+        return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="rbl-aa-"))
     print(f"{args.spec}, rounds {args.rounds or 'as the spec says'}, neighbour {args.neighbour}, "
           f"{args.runs} runs in {out}; load average before: {os.getloadavg()[0]:.2f}")

@@ -209,7 +209,8 @@ def test_two_rounds_of_cells_apart_fail_where_the_pairs_cannot():
 
 def test_the_verdict_names_the_order_the_run_went_in():
     header, scenarios = quickstart()
-    check = noise_check(header, cells_apart(scenarios, 3, 0.3, 8), [METRIC], "auto", resamples=50, order="randomized")
+    check = noise_check(header, cells_apart(scenarios, 3, 0.3, 8), [METRIC], "auto", resamples=50,
+                        manifest={"order": {"kind": "randomized", "seed": 1}})
     assert not check.passed and "even in order = randomized" in verdict(check)["headline"]
 
 

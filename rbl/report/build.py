@@ -78,9 +78,9 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
     """The A/A check (rbl/report/noise.py) for the HTML report, and noise.json (its numbers, which
     `assert noise < ...` is checked against) and noise-floor.png."""
     from .labels import Labeller
-    from .noise import noise_check, run_order_kind
+    from .noise import noise_check
     from .noise_view import rows, verdict, write_noise_figure
-    check = noise_check(header, cells, metrics, method, resamples, seed, run_order_kind(header, manifest))
+    check = noise_check(header, cells, metrics, method, resamples, seed, manifest)
     labeller = Labeller(header)
     labels = {c.scenario["id"]: labeller.label(c.scenario) for c in cells}
     figure = write_noise_figure(check, out_dir)

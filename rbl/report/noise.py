@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .aa_groups import AAGroup, Grouping, aa_groups
+from ..runner.other_work import SHARED_MACHINE_CORES
 from .cell_effects import CellEffects, cell_effects
 from .stats import CONFIDENCE, Difference, difference, interval_method, rounds_t_difference
 
@@ -132,6 +133,17 @@ class NoiseCheck:
     metrics: dict[str, MetricFloor]
     few_rounds: int                     # cells in A/A groups with few rounds (<= FEW_ROUNDS)
     order: str = "sequential"           # the run order (rbl/runner/run_order.py), for the verdict's why
+    other_work: dict | None = None      # the CPU other work took while the rounds ran (run_other_work)
+
+    @property
+    def shared_machine(self) -> bool:
+        return self.other_work is not None and self.other_work["otherCores"] >= SHARED_MACHINE_CORES
+
+    @property
+    def cells_passed(self) -> bool:
+        """No metric has more significant A/A pairs than a 5% false-positive rate explains, nor alike
+        cells further apart than their rounds vary."""
+        return not any(m.failed for m in self.metrics.values())
 
     @property
     def measurable(self) -> bool:
@@ -139,9 +151,9 @@ class NoiseCheck:
 
     @property
     def passed(self) -> bool:
-        """No metric has more significant A/A pairs than a 5% false-positive rate explains, nor alike
-        cells further apart than their rounds vary (True with nothing to judge: see `measurable`)."""
-        return not any(m.failed for m in self.metrics.values())
+        """The cells pass (cells_passed) and the run had its machine to itself (True with nothing to
+        judge: see `measurable`)."""
+        return self.cells_passed and not self.shared_machine
 
     @property
     def too_noisy(self) -> bool:
@@ -174,11 +186,12 @@ def run_order_kind(header: dict, manifest: dict | None) -> str:
 
 
 def noise_check(header: dict, cells: list, metrics: list[str], method: str = "auto", resamples: int = 2000,
-                seed: int = 0, order: str | None = None) -> NoiseCheck:
+                seed: int = 0, manifest: dict | None = None) -> NoiseCheck:
     """Compare every pair of every A/A group of the run's cells (rbl/report/cells.py's Cell) on each
     metric, with `method` chosen per pair by the fewer rounds of its two cells, and every set of
-    alike cells against their own rounds (rbl/report/cell_effects.py). `order`: how the run went
-    (run_order_kind), the plan's when not given."""
+    alike cells against their own rounds (rbl/report/cell_effects.py). The run's manifest says how
+    it went: its order and the other work beside it."""
+    from ..runner.other_work import run_other_work
     from .stats import FEW_ROUNDS
     by_id = {cell.scenario["id"]: cell for cell in cells}
     grouping = aa_groups(header, [cell.scenario for cell in cells])
@@ -201,4 +214,4 @@ def noise_check(header: dict, cells: list, metrics: list[str], method: str = "au
                                                    compare(series(cell_a), series(cell_b), chosen, resamples, seed)))
     for metric in metrics:
         floors[metric].cell_effects = cell_effects(grouping.groups, by_id, metric)
-    return NoiseCheck(grouping, method, floors, len(few), order or run_order_kind(header, None))
+    return NoiseCheck(grouping, method, floors, len(few), run_order_kind(header, manifest), run_other_work(manifest))

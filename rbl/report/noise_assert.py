@@ -21,10 +21,10 @@ def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
         return True, (f"assert noise {wanted['op']} {wanted['percent']:g}% is checked on the whole run, not on "
                       f"shard {shard}: `rbl merge` checks it on the merged run")
     from .cells import DEFAULT_METRICS, load_cells
-    from .noise import noise_check, run_order_kind
+    from .noise import noise_check
     from .noise_view import ADVICE, failure_reason, percent, verdict
     header, cells = load_cells(run_dir, list(DEFAULT_METRICS))
-    check = noise_check(header, cells, list(DEFAULT_METRICS), order=run_order_kind(header, _manifest(run_dir)))
+    check = noise_check(header, cells, list(DEFAULT_METRICS), manifest=_manifest(run_dir))
     bound = f"noise {wanted['op']} {wanted['percent']:g}%"
     if check.floor is None:
         return False, f"assert {bound} cannot be checked: {verdict(check)['headline']}"

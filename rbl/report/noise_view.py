@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .labels import METRIC_TITLES
-from .noise import TOO_NOISY, NoiseCheck, allowed_significant
+from .noise import SHARED_MACHINE_CORES, TOO_NOISY, NoiseCheck, allowed_significant
 from .stats import FEW_ROUNDS
 
 ADVICE = ("add rounds (`--rounds`), or run in `order = randomized` or `order = blocked` so that drift "
@@ -48,12 +48,18 @@ def verdict(check: NoiseCheck) -> dict:
     for metric in check.metrics.values():
         if metric.cell_effects is not None:
             details.append(cell_effects_line(metric))
+    if check.other_work is not None:
+        details.append(other_work_line(check.other_work))
     if not check.passed:
+        reasons = ([shared_machine_reason(check)] if check.shared_machine else []) \
+            + ([failure_reason(check)] if not check.cells_passed else [])
+        consequence = ("The intervals understate this run's variance" if not check.cells_passed
+                       else "Its numbers hold for a machine under that load, not for the libraries alone")
+        advice = ADVICE + ("; give the run a machine of its own (stop the other work)" if check.shared_machine else "")
         return {"level": "warning",
-                "headline": (f"A/A check failed: {failure_reason(check)} The intervals understate this run's "
-                             f"variance; do not read differences of about {percent(check.floor)} or less as "
-                             f"effects. {headline}"),
-                "details": details + [f"What to do: {ADVICE}."]}
+                "headline": (f"A/A check failed: {' '.join(reasons)} {consequence}; do not read differences of "
+                             f"about {percent(check.floor)} or less as effects. {headline}"),
+                "details": details + [f"What to do: {advice}."]}
     if check.too_noisy:
         return {"level": "warning",
                 "headline": (f"Too noisy to compare: the intervals hold (A/A check passed), but this run cannot "
@@ -61,6 +67,22 @@ def verdict(check: NoiseCheck) -> dict:
                              f"{percent(TOO_NOISY)} is too noisy). {headline}"),
                 "details": details + [f"What to do: {ADVICE}; run on a quieter machine."]}
     return {"level": "ok", "headline": f"A/A check passed. {headline}", "details": details}
+
+
+def shared_machine_reason(check: NoiseCheck) -> str:
+    work = check.other_work
+    spread = max((m.cell_effects.round_spread for m in check.metrics.values() if m.cell_effects is not None),
+                 default=None)
+    moved = "" if spread is None else f"; a cell's median moved by about {percent(spread)} from round to round"
+    return (f"this run shared its machine: other processes used {work['otherCores']:.2g} of its {work['cores']} "
+            f"cores on average while the rounds ran (at most {work['otherCoresPeak']:.2g}), so its cells measured "
+            f"their neighbours as well as the libraries{moved}.")
+
+
+def other_work_line(work: dict) -> str:
+    return (f"Other work on the machine while the rounds ran: {work['otherCores']:.2g} of {work['cores']} cores on "
+            f"average, at most {work['otherCoresPeak']:.2g} over {work['seconds']:g} s (a run counts as sharing its "
+            f"machine from {SHARED_MACHINE_CORES:g} cores).")
 
 
 def failure_reason(check: NoiseCheck) -> str:

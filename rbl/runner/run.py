@@ -14,7 +14,7 @@ import random
 import re
 import signal
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -29,6 +29,7 @@ from .client_builds import BUILT_CLIENTS, client_jar
 from .durable import is_storage_error, storage_error
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .local import LocalBackend, LocalOptions
+from .other_work import OtherWork, shared_machine_note
 from .plan_file import check_header
 from .progress import BuildNotice, RunProgress
 from .requirements import check_requirements
@@ -166,6 +167,8 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     manifest["status"] = "running"
     run.write_manifest(manifest)
     executor: Executor | None = None
+    # docker's services are not the runner's children: only a local run can tell its own CPU from others'
+    other_work = OtherWork() if options.backend != "docker" else nullcontext()
     try:
         with _sigterm_as_interrupt(), _backend(run, header, libraries, options) as backend:
             session["proxy"] = backend.proxy_kind
@@ -177,13 +180,16 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
             with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header),
                              run.scenarios, plan_size=header["size"]) as progress:
                 executor = Executor(run, backend, header, progress, round_timeout, order)
-                executor.execute()
+                with other_work:                   # while the rounds run: not the services' start and stop
+                    executor.execute()
         outcome = executor.outcome
+        _note_other_work(session, other_work)
         counts, examples = violation_counts(run)
         manifest["oracleViolations"] = dict(counts)
         _finish(run, manifest, session, "finished with failures" if outcome.failures else "finished", outcome)
         csv_path = run.write_csv()
     except KeyboardInterrupt as interrupt:
+        _note_other_work(session, other_work)
         _stop(run, manifest, session, "interrupted", executor)
         console.print(f"interrupted: {run.rows_written} rows are saved in {run.path}; "
                       f"continue with `rbl run --resume {run.path}`", highlight=False)
@@ -195,6 +201,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
         disk_full = isinstance(stopped, StorageError)
         if disk_full:
             run.release_ballast()                  # room for the manifest to say why the run stopped
+        _note_other_work(session, other_work)
         _stop(run, manifest, session, "failed", executor, getattr(stopped, "message", None) or repr(stopped),
               csv=not disk_full)
         if stopped is not error:
@@ -203,12 +210,22 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
     # a pipe or file gets the whole table, not one squeezed to 80 columns
     print_summary(run, Console(file=sys.stdout, width=output_width(sys.stdout, 160)))
     console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
+    shared = shared_machine_note(session.get("otherWork"))
+    if shared:
+        console.print(shared, highlight=False, markup=False)
     if counts:
         print_violations(counts, examples, console, run.path, allow_violations)
     if outcome.failures:
         print_failures(outcome.failures, console, run.path)
         return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if counts and not allow_violations else EXIT_OK
+
+
+def _note_other_work(session: dict, other_work) -> None:
+    """The session's record of the CPU other work took while it ran (rbl/runner/other_work.py)."""
+    record = other_work.record() if isinstance(other_work, OtherWork) else None
+    if record:
+        session["otherWork"] = record
 
 
 def _finish(run: RunDirectory, manifest: dict, session: dict, status: str, outcome: RunOutcome,
