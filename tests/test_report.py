@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import random
 import shutil
 import statistics
@@ -173,6 +174,19 @@ def test_the_html_report_is_one_self_contained_file(run_dir):
     noise = json.loads((run_dir / "report" / "noise.json").read_text())
     assert noise["metrics"]["totalExecutionTime"]["pairs"] == 2 * 3 + 2 * 1     # per user count: 3 + 1 pairs
     assert html.count("<td class=\"text\">rounds-t</td>") == 2 * noise["metrics"]["totalExecutionTime"]["pairs"]
+    # alike cells against their rounds: per user count the retry group and the breaker's pair share the
+    # baseline, so one set of 4 cells each: 2 x 3 degrees of freedom between cells
+    effects = noise["metrics"]["totalExecutionTime"]["cellEffects"]
+    assert (effects["cells"], effects["dfBetween"], effects["dfWithin"]) == (8, 6, 8 * (3 - 1))      # 3 rounds
+    assert 0 <= effects["pValue"] <= 1 and effects["significant"] == (effects["pValue"] < 0.01)
+    assert html.count("<th>round-to-round spread</th>") == 1
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    measured = manifest["sessions"][-1].get("otherWork")
+    if measured:                                   # a run of a second or more: the runner sampled other work
+        assert noise["otherWork"]["otherCores"] == measured["otherCores"] and noise["otherWork"]["cores"] == os.cpu_count()
+    else:
+        assert noise["otherWork"] is None
+    assert ('id="other-work"' in html) == (measured is not None)
 
 
 def test_failed_cells_are_left_out_of_the_figures_and_thin_ones_drawn_hollow(run_dir, tmp_path):

@@ -79,7 +79,8 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
     `assert noise < ...` is checked against) and noise-floor.png."""
     from .labels import Labeller
     from .noise import noise_check
-    from .noise_view import rows, verdict, write_noise_figure
+    from ..runner.other_work import SHARED_MACHINE_CORES
+    from .noise_view import cell_effects_rows, rows, verdict, write_noise_figure
     check = noise_check(header, cells, metrics, method, resamples, seed, manifest)
     labeller = Labeller(header)
     labels = {c.scenario["id"]: labeller.label(c.scenario) for c in cells}
@@ -90,10 +91,12 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
                                       "cellEffects": cell_effects_summary(m.cell_effects)}
                            for m in check.metrics.values()},
                "leftOut": [{"scenarioId": item.scenario_id, "reason": item.reason} for item in check.grouping.left_out],
+               "otherWork": check.other_work,
                "verdict": verdict(check)}
     path = out_dir / "noise.json"
     path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-    section = {**summary, "rows": rows(check, labels),
+    section = {**summary, "rows": rows(check, labels), "cell_effects_rows": cell_effects_rows(check),
+               "shared_machine_cores": SHARED_MACHINE_CORES,
                "left_out": [f"{labels.get(i.scenario_id, i.scenario_id)}: {i.reason}" for i in check.grouping.left_out],
                "figure": base64.b64encode(figure.read_bytes()).decode() if figure else None}
     return section, [path] + ([figure] if figure else [])

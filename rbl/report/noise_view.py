@@ -131,6 +131,19 @@ def rows(check: NoiseCheck, labels: dict[str, str]) -> list[dict]:
     return out
 
 
+def cell_effects_rows(check: NoiseCheck) -> list[dict]:
+    """One row per metric of the between-cell analysis (rbl/report/cell_effects.py)."""
+    out = []
+    for metric in check.metrics.values():
+        effects = metric.cell_effects
+        if effects is not None:
+            out.append({"metric": METRIC_TITLES.get(metric.metric, metric.metric), "cells": effects.cells,
+                        "F": f"{effects.ratio:.3g}", "df": f"{effects.df_between}, {effects.df_within}",
+                        "p": f"{effects.p_value:.2g}", "spread": percent(effects.round_spread),
+                        "significant": effects.significant})
+    return out
+
+
 def build_noise_figure(check: NoiseCheck):
     """Per metric, each A/A pair's difference as a percentage of its scale with its interval; the
     band is the noise floor. Points outside 0's reach are the pairs that differ significantly."""
