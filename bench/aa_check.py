@@ -86,8 +86,11 @@ def summary(run_dir: Path) -> str:
     check = noise_check(header, cells, list(DEFAULT_METRICS), resamples=1000,
                         manifest=manifest)
     text = verdict(check)
+    work = check.other_work
     parts = [{"ok": "PASS", "warning": "FAIL" if not check.passed else "NOISY"}.get(text["level"], "N/A"),
-             f"floor {percent(check.floor)}"]
+             f"floor {percent(check.floor)}",
+             "other work " + ("not measured" if work is None else f"{work['otherCores']:.2f} cores "
+                                                                   f"(at most {work['otherCoresPeak']:.2f})")]
     for metric in check.metrics.values():
         effects = metric.cell_effects
         spread = "" if effects is None else (f", F {effects.ratio:.2f} p {effects.p_value:.2g} "

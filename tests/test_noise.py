@@ -98,7 +98,7 @@ def test_two_rounds_bootstrap_claims_differences_the_t_interval_does_not():
     assert honest.few_rounds == 10 and {p.method for p in honest.metrics[METRIC].pairs} == {"rounds-t"}
     # the honest floor is wide (t with one degree of freedom); the verdict says why
     assert honest.floor > bootstrap.metrics[METRIC].resolvable
-    assert honest.too_noisy and verdict(honest)["headline"].startswith("Too noisy to compare")
+    assert honest.too_noisy and verdict(honest)["headline"].startswith("A/A check passed, but too noisy to compare")
     # the bootstrap's floor is not its narrow intervals but the largest A/A difference
     assert bootstrap.floor == bootstrap.metrics[METRIC].largest.relative > bootstrap.metrics[METRIC].resolvable
     assert any("t-intervals on the round medians" in line for line in verdict(honest)["details"])

@@ -62,7 +62,7 @@ def verdict(check: NoiseCheck) -> dict:
                 "details": details + [f"What to do: {advice}."]}
     if check.too_noisy:
         return {"level": "warning",
-                "headline": (f"Too noisy to compare: the intervals hold (A/A check passed), but this run cannot "
+                "headline": (f"A/A check passed, but too noisy to compare: the intervals hold, yet this run cannot "
                              f"tell cells apart by less than {percent(check.floor)} of their value (at least "
                              f"{percent(TOO_NOISY)} is too noisy). {headline}"),
                 "details": details + [f"What to do: {ADVICE}; run on a quieter machine."]}
