@@ -541,22 +541,28 @@ def diff(run_a: Path = typer.Argument(..., help="The first run directory (A: bef
          resamples: int = typer.Option(2000, "--resamples", min=100, help="Bootstrap resamples per cell and run."),
          confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999,
                                           help="Level of the interval of each difference."),
-         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap.")):
-    """Compare two runs cell by cell: the difference of medians (B - A) with a bootstrap interval,
-    flagged when it excludes 0 (e.g. one spec before and after a library upgrade)."""
+         seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+         intervals: str = typer.Option("auto", "--intervals", metavar="METHOD",
+                                       help="auto (Welch's t-interval on round medians where a cell has 2-3 "
+                                            "rounds, the bootstrap above), bootstrap or rounds-t.")):
+    """Compare two runs cell by cell: the difference of medians (B - A) with an interval (the
+    report's method), flagged when it excludes 0 (e.g. one spec before and after a library upgrade)."""
     from rich.console import Console
 
     from .report.build import KNOWN_METRICS
     from .report.diff import DEFAULT_DIFF_METRICS, as_csv, as_json, diff_runs, print_diff, write_diff
+    from .report.stats import INTERVAL_METHODS
     if output_format not in ("text", "csv", "json"):
         raise UsageError(f"--format must be text, csv or json, got {output_format!r}")
+    if intervals not in INTERVAL_METHODS:
+        raise UsageError(f"--intervals: unknown method {intervals!r}", hint=f"one of {', '.join(INTERVAL_METHODS)}")
     metrics = list(dict.fromkeys(metric)) or list(DEFAULT_DIFF_METRICS)
     unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
         raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
     err = Console(stderr=True, highlight=False)
     result = diff_runs(run_a, run_b, metrics, resamples, seed, confidence,
-                       warn=lambda text: err.print(f"warning: {text}", markup=False))
+                       warn=lambda text: err.print(f"warning: {text}", markup=False), method=intervals)
     if output_format == "text":
         from .report.keyed_table import output_width
         print_diff(result, Console(highlight=False, width=output_width(sys.stdout, 200)))

@@ -106,3 +106,18 @@ def test_difference_interval_on_known_data():
     assert not same.significant and same.difference == 0 and same.low < 0 < same.high
     few = difference([[1.0, 2.0]], b, 1000, 0)
     assert few.low is None and not few.significant
+
+
+def test_runs_of_three_rounds_get_the_reports_t_interval_unless_asked_otherwise(runs):
+    auto = diff_json(runs, "aborts", "delays", "--metric", "totalRequests")
+    assert {c["interval"] for c in auto["cells"]} == {"rounds-t"}          # 3 rounds: a bootstrap is too narrow
+    forced = diff_json(runs, "aborts", "delays", "--metric", "totalRequests", "--intervals", "bootstrap")
+    assert {c["interval"] for c in forced["cells"]} == {"bootstrap"}
+    # the same difference of medians; only its interval's method differs
+    t50, boot50 = ({c["faultRate"]: c for c in result["cells"]}[50] for result in (auto, forced))
+    assert t50["difference"] == boot50["difference"] and t50["ci95Low"] <= t50["difference"] <= t50["ci95High"]
+    text = rbl("diff", "aborts", "delays", "-m", "totalRequests", cwd=runs)
+    assert "* 2-3 rounds" in text.stdout
+    wrong = rbl("diff", "aborts", "delays", "--intervals", "nope", cwd=runs)
+    assert wrong.returncode == 2 and "--intervals: unknown method 'nope'" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

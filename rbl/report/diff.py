@@ -3,8 +3,9 @@
 The typical use: the same spec before and after a library upgrade, or on two machines. Cells
 match on client label, configuration, user count and fault rate (the fault's kind, status and
 duration may differ: comparing fault settings is a use too). For each matched cell and metric:
-median(B) - median(A), with a bootstrap interval (each run resampled as the report does, rounds
-then users, independently), flagged when the interval excludes 0. Warm-up rows are left out as
+median(B) - median(A), with the report's interval method (`--intervals auto`: Welch's t-interval
+on the round medians where either cell has 2-3 rounds, else a bootstrap, each run resampled as the
+report does, rounds then users, independently), flagged when the interval excludes 0. Warm-up rows are left out as
 in the report. At 95%, about 1 in 20 comparisons of two identical setups is flagged by chance:
 the output says how many to expect.
 """
@@ -23,7 +24,7 @@ from ..errors import UsageError
 from .cells import Cell, load_cells
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
-from .stats import Difference, difference
+from .stats import Difference, difference, interval_method, rounds_t_difference
 
 DEFAULT_DIFF_METRICS = ("successTimePerRequest", "totalExecutionTime", "totalRequests")
 FIGURE_ROWS = 60                 # cells drawn per metric; beyond, the flagged ones first
@@ -37,12 +38,14 @@ class CellDiff:
     users: int
     metric: str
     result: Difference
+    method: str = "bootstrap"           # the interval's method (rbl/report/stats.py's interval_method)
 
     def record(self) -> dict:
         r = self.result
         return {"configuration": self.label, "faultRate": self.fault_rate, "users": self.users,
                 "metric": self.metric, "medianA": r.a.median, "medianB": r.b.median, "nA": r.a.n, "nB": r.b.n,
-                "difference": r.difference, "ci95Low": r.low, "ci95High": r.high, "significant": r.significant}
+                "difference": r.difference, "ci95Low": r.low, "ci95High": r.high, "significant": r.significant,
+                "interval": self.method}
 
 
 @dataclass
@@ -94,7 +97,7 @@ def _versions(run_a: Path, run_b: Path) -> list[str]:
 
 
 def diff_runs(run_a: Path, run_b: Path, metrics: list[str], resamples: int = 2000, seed: int = 0,
-              confidence: float = 0.95, warn=lambda text: None) -> RunDiff:
+              confidence: float = 0.95, warn=lambda text: None, method: str = "auto") -> RunDiff:
     header_a, cells_a = _load(run_a, metrics, warn)
     _, cells_b = _load(run_b, metrics, warn)
     labeller = Labeller(header_a)          # the spec's spelling with units, as in the report
@@ -103,9 +106,14 @@ def diff_runs(run_a: Path, run_b: Path, metrics: list[str], resamples: int = 200
         cell_b = cells_b.get(key)
         if cell_b is None:
             continue
+        # a bootstrap over 2-3 rounds cannot see the rounds' spread: the fewer rounds of the two decide
+        chosen = interval_method(method, min(len(cell_a.rounds), len(cell_b.rounds)))
         for metric in metrics:
-            result = difference(_groups(cell_a, metric), _groups(cell_b, metric), resamples, seed, confidence)
-            found.append(CellDiff(key, labeller.label(cell_a.scenario), cell_a.fault_rate, cell_a.users, metric, result))
+            groups_a, groups_b = _groups(cell_a, metric), _groups(cell_b, metric)
+            result = (rounds_t_difference(groups_a, groups_b, confidence) if chosen == "rounds-t"
+                      else difference(groups_a, groups_b, resamples, seed, confidence))
+            found.append(CellDiff(key, labeller.label(cell_a.scenario), cell_a.fault_rate, cell_a.users, metric,
+                                  result, chosen))
     if not found:
         raise UsageError(f"{run_a} and {run_b} have no cell in common",
                          hint="cells match on client label, configuration, users and fault rate")
@@ -142,11 +150,14 @@ def print_diff(diff: RunDiff, console: Console) -> None:
     rows = []
     for c in diff.cells:
         r = c.result
-        interval = "too few observations" if r.low is None else f"[{r.low:.4g}, {r.high:.4g}]"
+        interval = ("too few observations" if r.low is None
+                    else f"[{r.low:.4g}, {r.high:.4g}]" + ("*" if c.method == "rounds-t" else ""))
         rows.append((c.label, [f"{c.fault_rate:g}", str(c.users), c.metric, _number(r.a.median), _number(r.b.median),
                                _number(r.difference), interval, "[bold red]differs[/bold red]" if r.significant else ""]))
-    print_keyed_table(console, f"median(B) - median(A) [{diff.confidence:.0%} CI]; A = {diff.run_a}, B = {diff.run_b}",
-                      "configuration", columns, rows)
+    title = f"median(B) - median(A) [{diff.confidence:.0%} CI]; A = {diff.run_a}, B = {diff.run_b}"
+    if any(c.method == "rounds-t" for c in diff.cells):
+        title += " (* 2-3 rounds: Welch's t-interval on the round medians)"
+    print_keyed_table(console, title, "configuration", columns, rows)
     expected = (1 - diff.confidence) * diff.tested
     console.print(f"{len(diff.significant)} of {diff.tested} comparisons differ (interval excludes 0); about "
                   f"{expected:.1f} would by chance alone between identical setups", highlight=False)
