@@ -92,3 +92,15 @@ def test_a_little_background_work_is_reported_but_passes():
     text = verdict(check)
     assert text["level"] == "ok" and any(line.startswith("Other work on the machine") for line in text["details"])
     assert shared_machine_note(quiet["sessions"][0]["otherWork"]) is None
+
+
+def test_without_alike_cells_the_other_work_still_stands():
+    header, scenarios = quickstart()
+    at_50 = [s for s in scenarios if s["fault"]["rate"] == 50]          # no 0% cells: no A/A group
+    busy = {"sessions": [{"otherWork": {"cores": 2, "otherCores": 0.9, "otherCoresPeak": 1.1, "seconds": 5}}]}
+    check = noise_check(header, cells_with(at_50, 3, lambda s, r, u: 10.0), [METRIC], manifest=busy)
+    text = verdict(check)
+    assert text["level"] == "warning" and text["headline"].startswith("Noise floor: not measured.")
+    assert "But this run shared its machine: other processes used 0.9 of its 2 cores" in text["headline"]
+    quiet = noise_check(header, cells_with(at_50, 3, lambda s, r, u: 10.0), [METRIC])
+    assert verdict(quiet)["level"] == "unknown" and not verdict(quiet)["details"]

@@ -20,11 +20,11 @@ def percent(fraction: float | None) -> str:
 def verdict(check: NoiseCheck) -> dict:
     """{"level": ok | warning | unknown, "headline": ..., "details": [...]} for the top of the report."""
     if not check.grouping.groups:
-        return {"level": "unknown", "headline": "Noise floor: not measured. The plan has no cells that must behave "
-                "alike (A/A cells come from a 0% fault rate or short delay faults).", "details": []}
+        return unmeasured(check, "The plan has no cells that must behave alike (A/A cells come from a 0% fault "
+                                 "rate or short delay faults).")
     if not check.measurable:
-        return {"level": "unknown", "headline": "Noise floor: not measured. The A/A cells have too few rounds "
-                "or observations for an interval (at least 2 rounds).", "details": []}
+        return unmeasured(check, "The A/A cells have too few rounds or observations for an interval (at least "
+                                 "2 rounds).")
     worst = check.worst_metric
     title = METRIC_TITLES.get(worst.metric, worst.metric)
     unit = " ms" if "(ms)" in title else ""
@@ -67,6 +67,16 @@ def verdict(check: NoiseCheck) -> dict:
                              f"{percent(TOO_NOISY)} is too noisy). {headline}"),
                 "details": details + [f"What to do: {ADVICE}; run on a quieter machine."]}
     return {"level": "ok", "headline": f"A/A check passed. {headline}", "details": details}
+
+
+def unmeasured(check: NoiseCheck, why: str) -> dict:
+    """The verdict without A/A cells to judge: what the other work beside the run says still stands."""
+    headline = f"Noise floor: not measured. {why}"
+    if check.shared_machine:
+        return {"level": "warning", "headline": f"{headline} But {shared_machine_reason(check)}",
+                "details": ["What to do: give the run a machine of its own (stop the other work)."]}
+    return {"level": "unknown", "headline": headline,
+            "details": [other_work_line(check.other_work)] if check.other_work else []}
 
 
 def shared_machine_reason(check: NoiseCheck) -> str:
