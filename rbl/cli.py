@@ -273,13 +273,24 @@ SharedNodesOpt = typer.Option(False, "--allow-shared-nodes", help="kubernetes: l
 RunnerImageOpt = typer.Option(None, "--runner-image", metavar="REF", help="kubernetes: the image of the shards' "
                                                                           "pods [default: rbl/runner:VERSION].")
 PullPolicyOpt = typer.Option("IfNotPresent", "--image-pull-policy", help="kubernetes: Always, IfNotPresent or Never.")
+RunnerClientsOpt = typer.Option(None, "--runner-clients", metavar="KINDS", help="kubernetes: the client kinds the "
+                                "--runner-image holds (python,resilience4j,node,go), checked against the plan "
+                                "before anything is created [default: not checked, with a warning; rbl's own "
+                                "image holds them all].")
 
 
-def _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy):
+def _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
+                     runner_clients=None):
     from .backends.kubernetes import ClusterOptions
+    from .backends.kubernetes_image import RUNNER_CLIENTS, parse_runner_clients
+    if runner_clients is not None and not runner_image:
+        raise UsageError("--runner-clients describes a --runner-image",
+                         hint=f"rbl's own runner image holds {','.join(RUNNER_CLIENTS)}")
+    held = parse_runner_clients(runner_clients) if runner_clients is not None else (
+        None if runner_image else RUNNER_CLIENTS)
     return ClusterOptions(shards=shards, parallelism=parallelism, namespace=namespace,
                           create_namespace=namespace is None, cpu=cpu, memory=memory, spread=not allow_shared_nodes,
-                          image=runner_image or "", pull_policy=pull_policy)
+                          image=runner_image or "", runner_clients=held, pull_policy=pull_policy)
 
 
 @app.command("compile")
@@ -298,7 +309,7 @@ def compile_(spec: Path = SpecArg,
             shards: int = ShardsOpt, parallelism: Optional[int] = ParallelismOpt,
             namespace: Optional[str] = NamespaceOpt, cpu: str = CpuOpt, memory: str = MemoryOpt,
             allow_shared_nodes: bool = SharedNodesOpt, runner_image: Optional[str] = RunnerImageOpt,
-            pull_policy: str = PullPolicyOpt,
+            pull_policy: str = PullPolicyOpt, runner_clients: Optional[str] = RunnerClientsOpt,
             image: list[str] = typer.Option([], "--image", metavar="NAME=REF",
                                             help="Use another image: a base (python, envoy, maven, java; "
                                                  "envoy=none for rbl's proxy) or a prebuilt one instead of "
@@ -330,7 +341,7 @@ def compile_(spec: Path = SpecArg,
     if target == "kubernetes":
         from .backends.kubernetes import compile_kubernetes
         cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
-                                   pull_policy)
+                                   pull_policy, runner_clients)
         compile_kubernetes(space, header, output, fmt, force, cluster, say=lambda text: typer.echo(text, err=True))
         return
     deployment, images = plan_deployment(header, image)
@@ -360,7 +371,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         shards: int = ShardsOpt, parallelism: Optional[int] = ParallelismOpt,
         namespace: Optional[str] = NamespaceOpt, cpu: str = CpuOpt, memory: str = MemoryOpt,
         allow_shared_nodes: bool = SharedNodesOpt, runner_image: Optional[str] = RunnerImageOpt,
-        pull_policy: str = PullPolicyOpt,
+        pull_policy: str = PullPolicyOpt, runner_clients: Optional[str] = RunnerClientsOpt,
         kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", help="kubernetes: the kubeconfig file "
                                                                              "[default: KUBECONFIG, ~/.kube/config]."),
         context: Optional[str] = typer.Option(None, "--context", help="kubernetes: the kubeconfig context "
@@ -424,7 +435,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         from .runner.kubernetes_backend import Access
         access = Access(kubeconfig, context)
         cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
-                                   pull_policy)
+                                   pull_policy, runner_clients)
     elif shards != 1:
         raise UsageError("--shards applies to --backend kubernetes", hint="to run one shard here, use --shard I/N")
     if backend == "docker":

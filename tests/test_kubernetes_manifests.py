@@ -5,19 +5,25 @@ an error), carry the plan the compiler made, and keep shards apart unless told o
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import EXAMPLES, run_rbl
+from rbl.runner.client_builds import BUILT_CLIENTS, cached_artifact, sources_digest
+
+from .conftest import EXAMPLES, REPO, run_rbl
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 KUBERNETES = "1.31.0"
 
 
 def _compile(work: Path, *args: str, spec: Path = EXAMPLES / "quickstart.rbl", out: str = "k"):
-    return run_rbl("compile", str(spec), "--target", "kubernetes", "-o", out, *args, cwd=work, timeout=120)
+    return run_rbl("compile", str(spec), "--target", "kubernetes", "-o", out, *args, cwd=work,
+                   timeout=900)     # the first compile on a machine builds the clients (Maven, npm, go)
 
 
 def _documents(work: Path, out: str = "k") -> dict[str, dict]:
@@ -108,3 +114,46 @@ def test_the_compile_directory_is_protected_as_for_compose(tmp_path):
     again = _compile(tmp_path)
     assert again.returncode == 2 and "edited" in manifest.read_text()
     assert _compile(tmp_path, "--force").returncode == 0 and "# edited" not in manifest.read_text()
+
+
+def test_the_runner_image_context_holds_every_client_where_the_pods_rbl_looks(tmp_path):
+    done = _compile(tmp_path)
+    assert done.returncode == 0, done.stderr
+    context = tmp_path / "k" / "kubernetes" / "image"
+    dockerfile = (context / "Dockerfile").read_text()
+    assert 'LABEL dev.rbl.runner.clients="python,resilience4j,node,go"' in dockerfile
+    assert "ARG BASE_IMAGE=" in dockerfile and "mvn" not in dockerfile and "npm ci" not in dockerfile
+    job = _documents(tmp_path)["Job"]
+    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == "python,resilience4j,node,go"
+    built = context / "client-cache" / "rbl" / "clients"
+    assert sorted(p.name for p in built.iterdir()) == sorted(cached_artifact(kind).name for kind in BUILT_CLIENTS)
+    for kind in BUILT_CLIENTS:     # the image's sources have the digest its builds are named by
+        assert cached_artifact(kind).name.startswith(f"{kind}-{sources_digest(context / 'clients' / kind, kind)}")
+    # the check the image build ends with: every client is found through the image's cache ...
+    kinds = ["python", *BUILT_CLIENTS]
+    found = run_rbl_module(tmp_path, kinds, context / "client-cache")
+    assert found.returncode == 0 and "holds the client services python, resilience4j, node, go" in found.stdout, \
+        found.stderr
+    # ... and a build without them fails, naming each
+    (tmp_path / "empty").mkdir()
+    lost = run_rbl_module(tmp_path, kinds, tmp_path / "empty")
+    assert lost.returncode == 1
+    assert all(f"{kind}: no pre-built client" in lost.stderr for kind in BUILT_CLIENTS), lost.stderr
+
+
+def run_rbl_module(work: Path, kinds: list[str], cache: Path):
+    """The image build's last step, `python -m rbl.backends.kubernetes_image KIND...`, on this machine."""
+    return subprocess.run([sys.executable, "-m", "rbl.backends.kubernetes_image", *kinds], cwd=work,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache)})
+
+
+def test_a_plan_no_runner_image_can_run_is_not_compiled(tmp_path):
+    (tmp_path / "polly.rbl").write_text("space p {\n  users = 1\n  client polly.baseline {}\n}\n")
+    done = _compile(tmp_path, spec=tmp_path / "polly.rbl")
+    assert done.returncode == 2 and "polly (polly)" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "k").exists()
+    # another image, not described: compiled, with a warning, and no claim about its clients
+    done = _compile(tmp_path, "--runner-image", "registry.example/runner:1")
+    assert done.returncode == 0 and "rbl cannot see which client services" in done.stderr
+    assert "annotations" not in _documents(tmp_path)["Job"]["metadata"]

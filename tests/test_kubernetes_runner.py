@@ -1,10 +1,13 @@
-"""`rbl run --backend kubernetes` where no cluster is needed to tell: bad options and an
-unreachable cluster are clear errors that create nothing. The cluster itself: test_kubernetes_e2e.py."""
+"""`rbl run --backend kubernetes` where no cluster is needed to tell: bad options, an unreachable
+cluster and a plan whose clients the runner image lacks are clear errors that create nothing. The
+cluster itself: test_kubernetes_e2e.py."""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
+
+import pytest
 
 from .conftest import EXAMPLES, run_rbl
 
@@ -64,3 +67,71 @@ def test_resuming_something_that_is_not_a_cluster_run_is_a_usage_error(tmp_path:
     (tmp_path / "out.shards").mkdir()
     done = run_rbl("run", "--resume", "out", "--backend", "kubernetes", cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "not the shards directory of a Kubernetes run" in done.stderr
+
+
+# -- the runner image's clients, checked before anything exists -----------------------------------
+MIXED = """space mixed {
+  users = 1
+  successes = 2
+  max_requests = 4
+  client tenacity.baseline {}
+  client resilience4j.baseline {}
+  client gobreaker.baseline {}
+}
+"""
+
+
+def _unreachable(tmp_path: Path) -> list[str]:
+    """A kubeconfig whose cluster does not answer: a check made after connecting would be exit 4."""
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG.format(port=_closed_port()))
+    return ["--backend", "kubernetes", "--shards", "2", "--kubeconfig", "kubeconfig", "-o", "out"]
+
+
+def test_a_plan_whose_clients_the_runner_image_lacks_is_refused_before_the_cluster(tmp_path):
+    (tmp_path / "mixed.rbl").write_text(MIXED)
+    done = run_rbl("run", "mixed.rbl", *_unreachable(tmp_path), "--runner-image", "registry.example/runner:1",
+                   "--runner-clients", "python,node", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "the runner image registry.example/runner:1 holds the client services python, node" in done.stderr
+    assert "resilience4j (resilience4j), gobreaker (go)" in done.stderr and "tenacity" not in done.stderr
+    assert "help:" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig", "mixed.rbl"]
+    # declared complete, the same plan gets as far as the cluster
+    done = run_rbl("run", "mixed.rbl", *_unreachable(tmp_path), "--runner-image", "registry.example/runner:1",
+                   "--runner-clients", "go,resilience4j,python", cwd=tmp_path, timeout=120)
+    assert done.returncode == 4 and "does not answer" in done.stderr
+
+
+def test_rbls_own_runner_image_holds_every_client_rbl_builds(tmp_path):
+    (tmp_path / "mixed.rbl").write_text(MIXED)
+    done = run_rbl("run", "mixed.rbl", *_unreachable(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 4 and "does not answer" in done.stderr, done.stderr
+    assert "warning" not in done.stderr
+    # a client kind rbl ships no service for cannot run in any pod: refused, with the way out
+    (tmp_path / "polly.rbl").write_text("space p {\n  users in [1, 2]\n  client polly.baseline {}\n}\n")
+    done = run_rbl("run", "polly.rbl", *_unreachable(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "rbl/runner:" in done.stderr and "polly (polly)" in done.stderr
+    assert "rbl ships no polly client service" in done.stderr and "--backend local" in done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.shards").exists()
+
+
+def test_an_undeclared_runner_image_is_trusted_with_a_warning(tmp_path):
+    (tmp_path / "mixed.rbl").write_text(MIXED)
+    done = run_rbl("run", "mixed.rbl", *_unreachable(tmp_path), "--runner-image", "registry.example/runner:1",
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 4, done.stderr
+    assert "warning: rbl cannot see which client services registry.example/runner:1 holds" in done.stderr
+    assert "--runner-clients" in done.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--runner-clients", "python"], "--runner-clients describes a --runner-image"),
+    (["--runner-image", "r:1", "--runner-clients", "python,dotnet"], "unknown client kind dotnet"),
+    (["--runner-image", "r:1", "--runner-clients", ","], "empty"),
+])
+def test_bad_runner_clients_are_usage_errors(tmp_path, args, message):
+    done = run_rbl("run", str(EXAMPLES / "quickstart.rbl"), *_unreachable(tmp_path), *args, cwd=tmp_path,
+                   timeout=120)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert not (tmp_path / "out.shards").exists()

@@ -12,6 +12,8 @@ rbl.dev/run=NAME so that whoever created them can find and delete them all:
 Isolation: requests equal limits (Guaranteed QoS: the CPU the shard measures with is its own),
 and a required pod anti-affinity on the node (no two shards share a node) unless the user allows
 it. `rbl run --backend kubernetes` applies exactly these documents (runner/kubernetes_backend.py).
+The runner image (kubernetes/image/, kubernetes_image.py) holds every client service rbl builds;
+the Job's annotation rbl.dev/runner-clients says which, and a plan needing others is refused.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 
 from .. import __version__
 from ..errors import UsageError
+from .kubernetes_image import CLIENT_LABEL, CLIENTS_ANNOTATION, RUNNER_CLIENTS, check_runner_image
 from .yaml_text import comment_text, yaml_quote
 
 MANIFEST_FILE = "kubernetes/rbl.yaml"
@@ -53,6 +56,9 @@ class ClusterOptions:
     memory: str = "2Gi"
     spread: bool = True                     # required anti-affinity: no two shards on one node
     image: str = ""
+    # the client kinds the image holds: rbl's own image all of them; a user's what --runner-clients
+    # says, or None (not known: not checked)
+    runner_clients: tuple[str, ...] | None = RUNNER_CLIENTS
     pull_policy: str = "IfNotPresent"
     collect_timeout_s: int = 3600           # how long a finished pod waits for the runner
 
@@ -132,8 +138,11 @@ def render_manifests(header: dict, plan_json: str, options: ClusterOptions) -> s
                     f"          - labelSelector: {{matchLabels: {{{RUN_LABEL}: {name}}}}}",
                     "            topologyKey: kubernetes.io/hostname"]
     resources = f"{{cpu: {q(options.cpu)}, memory: {q(options.memory)}}}"
+    annotations = []
+    if options.runner_clients is not None:       # what the image holds, for whoever applies this
+        annotations = [f"  annotations: {{{CLIENTS_ANNOTATION}: {q(','.join(options.runner_clients))}}}"]
     out += ["apiVersion: batch/v1", "kind: Job", "metadata:", f"  name: {name}", f"  namespace: {namespace}",
-            f"  labels: {labels}", "spec:", "  completionMode: Indexed", f"  completions: {options.shards}",
+            f"  labels: {labels}", *annotations, "spec:", "  completionMode: Indexed", f"  completions: {options.shards}",
             f"  parallelism: {parallelism}",
             "  backoffLimitPerIndex: 0         # a failed shard is reported, not retried: rerun it with --resume",
             f"  maxFailedIndexes: {options.shards}",
@@ -157,19 +166,24 @@ def render_manifests(header: dict, plan_json: str, options: ClusterOptions) -> s
 
 
 def runner_dockerfile() -> str:
-    from .templating import template_dir
-    return (template_dir() / "kubernetes" / "runner.Dockerfile").read_text(encoding="utf-8")
+    from ..runner.client_builds import BUILT_CLIENTS
+    from .kubernetes_image import CACHE_DIR, SOURCES_DIR
+    from .templating import render
+    return render("kubernetes/runner.Dockerfile", clients=RUNNER_CLIENTS, built=BUILT_CLIENTS, label=CLIENT_LABEL,
+                  sources=SOURCES_DIR, cache=CACHE_DIR)
 
 
-def python_only(header: dict) -> list[str]:
-    """Clients the runner image does not hold (it holds rbl's Python client service)."""
-    return sorted({c["library"] for c in header["clients"] if c["service"] != "python"})
+def check_image(header: dict, options: ClusterOptions, say) -> None:
+    """The plan's clients against what the runner image holds (kubernetes_image.check_runner_image)."""
+    check_runner_image(header, options.image or runner_image(), options.runner_clients, say)
 
 
-def write_kubernetes(header: dict, scenario_lines, out_dir, options: ClusterOptions) -> list:
+def write_kubernetes(header: dict, scenario_lines, out_dir, options: ClusterOptions, say=lambda _: None) -> list:
     """kubernetes/rbl.yaml and the runner image's build context (kubernetes/image/), through
-    output_dir.write_file like every compiled file (never written through a link)."""
+    output_dir.write_file like every compiled file (never written through a link); the clients
+    are built here first when the user's cache lacks them (kubernetes_image.write_image_context)."""
     from .compose import copy_rbl_package, runtime_requirements
+    from .kubernetes_image import write_image_context
     from .output_dir import write_file
     from .templating import render
     options.check(header["size"])
@@ -182,6 +196,7 @@ def write_kubernetes(header: dict, scenario_lines, out_dir, options: ClusterOpti
     package = out_dir / IMAGE_CONTEXT / "rbl" / "rbl"
     copy_rbl_package(package)
     written.extend(p for p in sorted(package.rglob("*")) if p.is_file())
+    written += write_image_context(out_dir / IMAGE_CONTEXT, say)
     return written
 
 
@@ -192,19 +207,17 @@ def compile_kubernetes(space, header: dict, out_dir, fmt: str, force: bool, opti
     from ..compiler.plan import write_plan
     from .output_dir import CompileDirectory
     options.check(header["size"])
+    check_image(header, options, say)            # before anything is written or built
     directory = CompileDirectory(out_dir, force)
     directory.claim()
     files = write_plan(space, out_dir, fmt)
-    files += write_kubernetes(header, iter_scenario_lines(space), out_dir, options)
+    files += write_kubernetes(header, iter_scenario_lines(space), out_dir, options, say)
     directory.finish(files, header["source"]["path"])
     if directory.previous:
         say(f"note: replaced the previous compile of {directory.previous_spec or 'a spec'} in {out_dir}")
-    missing = python_only(header)
-    if missing:
-        say(f"warning: the runner image holds rbl's Python client service; {', '.join(missing)} need another "
-            f"image (--runner-image REF with their client services built in)")
     say(f"wrote {out_dir}: {MANIFEST_FILE} ({header['size']} scenarios in {options.shards} "
         f"shard{'s' if options.shards != 1 else ''}) and the runner "
-        f"image's build context {IMAGE_CONTEXT}/ (docker build -t {options.image or runner_image()} "
-        f"{out_dir}/{IMAGE_CONTEXT})")
+        f"image's build context {IMAGE_CONTEXT}/ with every client service (docker build -t "
+        f"{options.image or runner_image()} {out_dir}/{IMAGE_CONTEXT}; a base with Python, Java and Node.js: "
+        f"--build-arg BASE_IMAGE=...)")
     return files

@@ -1,6 +1,8 @@
 """`rbl run --backend kubernetes`: a plan's shards as an Indexed Job on the user's cluster,
 through the official `kubernetes` Python client (README, Running on a cluster).
 
+0. A plan whose client services the runner image does not hold is refused before anything is
+   created (backends/kubernetes_image.py: what rbl's image holds, or what --runner-clients says).
 1. The manifests `rbl compile --target kubernetes` writes are written to OUT.shards/kubernetes/rbl.yaml
    and exactly those documents are created (a resume changes only the Job's completions, its
    parallelism and RBL_SHARD_LIST, the shards it re-runs).
@@ -31,7 +33,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..backends.kubernetes import (COLLECTED_FILE, DONE_MARKER, MANIFEST_FILE, RESULTS_MOUNT, RUN_LABEL,
-                                   ClusterOptions, plan_document, render_manifests, run_name)
+                                   ClusterOptions, check_image, plan_document, render_manifests, run_name)
 from ..errors import EXIT_RUN_FAILED, EnvironmentMissing, UsageError
 
 POLL_S = 2.0
@@ -97,8 +99,10 @@ def run_on_cluster(header: dict, scenario_lines, out: Path, options: ClusterOpti
     for path in (out, work):
         if path.exists():
             raise UsageError(f"{path} already exists", hint=f"choose another -o, or continue with --resume {out}")
+    # before anything exists: a plan whose clients the runner image lacks, a too-large plan
+    check_image(header, options, lambda text: console.print(text, highlight=False, markup=False))
     plan_json = plan_document(header, scenario_lines)
-    text = render_manifests(header, plan_json, options)        # before anything exists: a too-large plan
+    text = render_manifests(header, plan_json, options)
     cluster = connect(access)
     work.mkdir(parents=True)
     (work / "kubernetes").mkdir()

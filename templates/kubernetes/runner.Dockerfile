@@ -1,13 +1,27 @@
 # The image of `rbl run --backend kubernetes`: rbl with its embedded default (httpbin under
-# gunicorn, rbl's fault proxy, the Python client service over tenacity and pybreaker), so a pod
-# runs `rbl run --shard I/N` exactly as a machine does. Build arg: PYTHON_IMAGE (a Python 3.11+
-# image, or a Debian base with python3-venv: scripts/make-base-image.sh).
-ARG PYTHON_IMAGE=python:3.11-slim
-FROM ${PYTHON_IMAGE}
+# gunicorn, rbl's fault proxy, the Python client service over tenacity and pybreaker) and rbl's
+# client services in other languages ({{ built | join(", ") }}), built on the compiling machine,
+# so a pod runs `rbl run --shard I/N` with any of them exactly as a machine does. No client is
+# built here: the build needs no Maven Central, npm registry or Go proxy.
+# Build arg BASE_IMAGE: Python 3.11+ with venv, Java 17+ and Node.js 20+. Without a registry,
+#   scripts/make-base-image.sh --java rbl-local/debian-python-java:bookworm, then
+#   scripts/make-base-image.sh --node --go --from rbl-local/debian-python-java:bookworm
+# make the default.
+ARG BASE_IMAGE=rbl-local/debian-python-java-node-go:bookworm
+FROM ${BASE_IMAGE}
+LABEL {{ label }}={{ clients | join(",") | toml }}
 COPY rbl /opt/rbl
 # a virtual environment: works on python:* images and on Debian bases with python3-venv, whose
 # system Python refuses pip installs (PEP 668)
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir /opt/rbl
-ENV PATH=/opt/venv/bin:$PATH
+# XDG_CACHE_HOME: the pod's rbl looks for the built clients where a local run does, in its cache
+ENV PATH=/opt/venv/bin:$PATH XDG_CACHE_HOME=/opt/rbl-cache
+# the client sources become rbl.clients: the cache's names are digests of them
+COPY {{ sources }} /opt/rbl-clients
+RUN cp -r /opt/rbl-clients "$(python3 -c 'import os, rbl; print(os.path.dirname(rbl.__file__))')/clients" \
+    && rm -rf /opt/rbl-clients
+COPY {{ cache }} /opt/rbl-cache
+# fails the build when a client is not where the pod's rbl will look, or its runtime is missing
+RUN python3 -m rbl.backends.kubernetes_image {{ clients | join(" ") }}
 WORKDIR /tmp
 CMD ["rbl", "--help"]
