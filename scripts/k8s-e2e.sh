@@ -4,8 +4,9 @@
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and kubelet built from the Go module
 #     proxy by scripts/k8s-build.sh (cached by version under ~/.cache/rbl-kube/);
 #   - etcd, containerd, runc and the CNI plugins from Debian packages (installed when missing);
-#   - the rbl runner image built by the local Docker engine from `rbl compile --target kubernetes`'s
-#     build context (on scripts/make-base-image.sh's base) and imported into the cluster's containerd.
+#   - the rbl runner image (rbl, JDK, Node.js and every client service, the clients built on this
+#     machine) built by the local Docker engine from `rbl compile --target kubernetes`'s build
+#     context, on scripts/make-base-image.sh's bases, and imported into the cluster's containerd.
 # Then runs the tests marked `kubernetes` (tests/test_kubernetes_e2e.py) against it, and tears
 # everything down: every process it started, mounts, the CNI bridge, the kubelet's iptables chains,
 # the sysctls the kubelet changed (restored to the values found), the directories it created.
@@ -19,6 +20,7 @@ REPO=$PWD
 VERSION=${RBL_KUBE_VERSION:-v1.31.4}
 B=${RBL_K8S_DIR:-/tmp/rbl-k8s-e2e}
 BASE_IMAGE=${RBL_DOCKER_BASE:-rbl-local/debian-python-java:bookworm}
+RUNNER_BASE=${RBL_DOCKER_POLYGLOT_BASE:-rbl-local/debian-python-java-node-go:bookworm}   # + Node.js, Go
 NODE=$(hostname)
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 SOCK=$B/containerd/containerd.sock
@@ -177,9 +179,19 @@ images() {
         wait_for 60 dockerd docker info
     fi
     docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || scripts/make-base-image.sh --java "$BASE_IMAGE" >/dev/null
-    python3 -m rbl compile examples/quickstart.rbl --target kubernetes -o "$B/compiled" >/dev/null 2>&1
-    docker build -q -t "rbl/runner:e2e" --build-arg "PYTHON_IMAGE=$BASE_IMAGE" "$B/compiled/kubernetes/image" >/dev/null
-    printf 'FROM %s\nENTRYPOINT ["sleep", "infinity"]\n' "$BASE_IMAGE" | docker build -q -t "$PAUSE_IMAGE" - >/dev/null
+    docker image inspect "$RUNNER_BASE" >/dev/null 2>&1 ||
+        scripts/make-base-image.sh --node --go --from "$BASE_IMAGE" "$RUNNER_BASE" >/dev/null
+    local start=$SECONDS
+    # the compile builds the clients here when ~/.cache/rbl/clients lacks them (Maven, npm, go)
+    python3 -m rbl compile examples/quickstart.rbl --target kubernetes -o "$B/compiled" > "$B/logs/compile.log" 2>&1 ||
+        { cat "$B/logs/compile.log" >&2; return 1; }
+    log "runner image context written in $((SECONDS - start)) s ($(du -sh "$B/compiled/kubernetes/image" | cut -f1))"
+    start=$SECONDS
+    docker build -q -t "rbl/runner:e2e" --build-arg "BASE_IMAGE=$RUNNER_BASE" "$B/compiled/kubernetes/image" >/dev/null
+    log "runner image built in $((SECONDS - start)) s: $(docker image inspect -f '{{.Size}}' rbl/runner:e2e |
+        awk '{printf "%.0f MB", $1 / 1e6}'), $(docker image inspect -f '{{index .Config.Labels "dev.rbl.runner.clients"}}' rbl/runner:e2e)"
+    # the pods' sandbox: the runner's base, so that the two share their layers in the import
+    printf 'FROM %s\nENTRYPOINT ["sleep", "infinity"]\n' "$RUNNER_BASE" | docker build -q -t "$PAUSE_IMAGE" - >/dev/null
     docker save -o "$B/images.tar" rbl/runner:e2e "$PAUSE_IMAGE"
     if [ -n "$started_dockerd" ]; then kill "$started_dockerd"; wait "$started_dockerd" 2>/dev/null || true; fi
 }
@@ -244,7 +256,9 @@ X
 X
     bg containerd containerd --config "$B/containerd/config.toml"
     wait_for 30 containerd ctr --address "$SOCK" version
+    local start=$SECONDS
     ctr --address "$SOCK" -n k8s.io images import "$B/images.tar" >/dev/null
+    log "images imported into the cluster's containerd in $((SECONDS - start)) s"
     rm -f "$B/images.tar"
     wait_for 90 "the API server" K get --raw /readyz
     log "starting the controller manager, the scheduler and the kubelet"

@@ -37,6 +37,25 @@ space cluster {
   }
 }
 """
+# rbl's clients in three other runtimes (JVM, Node.js, Go), each in the runner image, sharded so
+# that every pod runs some of them
+POLYGLOT = """
+space polyglot {
+  rounds = 1
+  users in [1, 2]
+  successes = 3
+  max_requests = 12
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate in [0%, 100%]
+
+  let two_tries = retry(attempts: 2, backoff: constant(1ms))
+  client resilience4j.retry { use two_tries }
+  client cockatiel.retry { use two_tries }
+  client failsafe.retry { use two_tries }
+}
+"""
 TIMEOUT = 900
 
 
@@ -56,9 +75,12 @@ def _cluster_args(kubeconfig: str) -> list[str]:
             "--cpu", "500m", "--memory", "1Gi"]
 
 
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line]
+
+
 def _keys(run_dir: Path) -> Counter:
-    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line]
-    return Counter((r["scenarioId"], r["round"], r["userId"]) for r in rows)
+    return Counter((r["scenarioId"], r["round"], r["userId"]) for r in _rows(run_dir))
 
 
 def _nothing_left(core, batch, timeout: float = 120) -> None:
@@ -102,6 +124,30 @@ def test_three_shards_on_the_cluster_give_the_rows_of_a_local_run(cluster, local
     _nothing_left(core, batch)
     report = run_rbl("report", "merged", cwd=tmp_path, timeout=TIMEOUT)
     assert report.returncode == 0, report.stderr
+
+
+def test_jvm_node_and_go_clients_run_in_the_shards_as_locally(cluster, tmp_path):
+    """The runner image holds every client: Resilience4j, cockatiel and failsafe-go shards on the
+    cluster give the rows of a local run of the same plan."""
+    kubeconfig, core, batch = cluster
+    (tmp_path / "polyglot.rbl").write_text(POLYGLOT)
+    local = run_rbl("run", "polyglot.rbl", "-o", "local", "--proxy", "builtin", cwd=tmp_path, timeout=TIMEOUT)
+    assert local.returncode == 0, local.stderr
+    done = run_rbl("run", "polyglot.rbl", "-o", "merged", "--shards", "3", "--parallelism", "3",
+                   "--allow-shared-nodes", *_cluster_args(kubeconfig), cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    assert "shards: 3 done" in done.stderr
+    merged, whole = _rows(tmp_path / "merged"), _rows(tmp_path / "local")
+    assert _keys(tmp_path / "merged") == _keys(tmp_path / "local") and len(merged) == 3 * 2 * (1 + 2)
+    # the invariants of the plan, in both: a 0% fault needs exactly `successes` requests, a 100%
+    # fault ends at max_requests; every library answered in the cluster as locally
+    for rows in (merged, whole):
+        assert all(r["totalRequests"] == (3 if r["faultPercentage"] == 0 else 12) for r in rows)
+    assert {r["lib"] for r in merged} == {"resilience4j", "cockatiel", "failsafe"}
+    # each shard ran in a pod of its own, started its clients there, and is merged with its host
+    manifest = json.loads((tmp_path / "merged" / "manifest.json").read_text())
+    assert len({s["host"]["hostname"] for s in manifest["shards"]}) == 3
+    _nothing_left(core, batch)
 
 
 def test_a_lost_shard_is_reported_and_resumed_alone(cluster, local_run, tmp_path):
