@@ -432,6 +432,14 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     if backend not in ("local", "docker", "kubernetes"):
         raise UsageError(f"--backend must be local, docker or kubernetes, got {backend!r}")
     if backend == "kubernetes":
+        if client_jar:
+            raise UsageError("--client-jar, --client-dir and --client-bin name files on this machine, which the "
+                             "shards' pods cannot see",
+                             hint="build the client into a --runner-image and say so with --runner-clients")
+        if dry_run:
+            raise UsageError("--dry-run checks the services on this machine, not on the cluster",
+                             hint="`rbl run SPEC --dry-run` checks them here; `rbl compile SPEC --target kubernetes "
+                                  "-o DIR` shows what the cluster would get")
         from .runner.kubernetes_backend import Access
         access = Access(kubeconfig, context)
         cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,

@@ -135,3 +135,15 @@ def test_bad_runner_clients_are_usage_errors(tmp_path, args, message):
                    timeout=120)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "out.shards").exists()
+
+
+def test_options_that_mean_this_machine_are_refused_with_the_kubernetes_backend(tmp_path):
+    jar = tmp_path / "my.jar"
+    jar.write_bytes(b"PK")
+    done = run_rbl("run", str(EXAMPLES / "quickstart.rbl"), "--backend", "kubernetes", "--client-jar",
+                   f"resilience4j={jar}", "-o", "out", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "which the shards' pods cannot see" in done.stderr
+    done = run_rbl("run", str(EXAMPLES / "quickstart.rbl"), "--backend", "kubernetes", "--dry-run", "-o", "out",
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "--dry-run checks the services on this machine" in done.stderr
+    assert "Traceback" not in done.stderr and sorted(p.name for p in tmp_path.iterdir()) == ["my.jar"]
