@@ -96,6 +96,12 @@ class OtherWork:
             self._thread.join(timeout=5)
 
     def _sample(self) -> None:
+        try:
+            self._sample_until_stopped()
+        except (OSError, ValueError, IndexError):
+            pass                               # a /proc this code cannot read: what was sampled stands
+
+    def _sample_until_stopped(self) -> None:
         ticks_per_second = os.sysconf("SC_CLK_TCK")
         previous = self._reading()
         started = time.monotonic()
