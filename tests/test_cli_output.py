@@ -120,6 +120,15 @@ def test_wide_tables_print_the_labels_in_place(width):
     assert "key" not in text and ELLIPSIS not in text and max(len(line) for line in text.splitlines()) <= width
 
 
+def test_a_column_empty_throughout_is_printed_not_a_crash():
+    # `rbl diff` where nothing differs: its flag column has no header and no text in any row
+    out = io.StringIO()
+    rows = [(label, ["20", ""]) for label in LABELS]
+    print_keyed_table(Console(file=out, width=80), "nothing differs", "configuration",
+                      [NumberColumn("fault %"), NumberColumn("", "left")], rows)
+    assert all(label in out.getvalue() for label in LABELS)
+
+
 # ---- progress -------------------------------------------------------------------------------
 
 SCENARIO = {"index": 0, "client": "tenacity.retry", "config": {"multiplier": 0.005},

@@ -66,7 +66,7 @@ def _table(title: str, label_header: str, columns: list[NumberColumn], rows, key
 def _min_width(rows, index: int, column: NumberColumn) -> int:
     """Wide enough for the longest word: a cell may wrap at a space, never inside a number."""
     words = [word for _, cells in rows for word in _plain(cells[index]).split()] + column.header.split()
-    return max(len(word) for word in words)
+    return max((len(word) for word in words), default=0)      # a column may be empty throughout
 
 
 def _escaped(text: str) -> str:
