@@ -127,6 +127,9 @@ def test_a_column_empty_throughout_is_printed_not_a_crash():
     print_keyed_table(Console(file=out, width=80), "nothing differs", "configuration",
                       [NumberColumn("fault %"), NumberColumn("", "left")], rows)
     assert all(label in out.getvalue() for label in LABELS)
+    empty = io.StringIO()                       # and a table without rows (a run with no cell yet)
+    print_keyed_table(Console(file=empty, width=80), "no cells", "configuration", [NumberColumn("fault %")], [])
+    assert "configuration" in empty.getvalue()
 
 
 # ---- progress -------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ def print_keyed_table(console: Console, title: str, label_header: str, columns: 
     table = _table(title, label_header, columns, rows, None)
     # the narrowest the table gets with every label whole: each column at its longest word (headers
     # wrap, numbers never do), plus a space either side of each cell and the borders between them
-    widths = [max(len(label_header), *(len(label) for label, _ in rows))] + [_min_width(rows, i, c)
+    widths = [max([len(label_header), *(len(label) for label, _ in rows)])] + [_min_width(rows, i, c)
                                                                            for i, c in enumerate(columns)]
     if sum(widths) + 3 * len(widths) + 1 <= console.width:
         console.print(table)
