@@ -3,7 +3,9 @@
 Runs a spec several times with `rbl run` (local backend, as a user runs it) and prints, per run,
 what the report's A/A check says (rbl/report/noise.py): the verdict, the noise floor, the
 significant A/A pairs and the between-cell analysis (rbl/report/cell_effects.py: F, its p-value,
-the rounds' spread). A quiet machine should pass in about 99 runs of 100; a noisy one should fail.
+the rounds' spread) and the other work the runner measured beside the run. Each line starts with
+PASS, NOISY (passed, but too noisy to compare: the floor is 50% or more) or FAIL (the check failed;
+`rbl report RUN_DIR` says why). A quiet machine should pass; a noisy one should fail.
 
 Neighbours (one busy process per core, started before and stopped after each run):
 - none:    nothing beside the run;
