@@ -85,8 +85,7 @@ def summary(run_dir: Path) -> str:
     """One line: what the report's A/A check says of a run directory."""
     header, cells = load_cells(run_dir, list(DEFAULT_METRICS), resamples=1000)
     manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    check = noise_check(header, cells, list(DEFAULT_METRICS), resamples=1000,
-                        manifest=manifest)
+    check = noise_check(header, cells, list(DEFAULT_METRICS), resamples=1000, manifest=manifest)
     text = verdict(check)
     work = check.other_work
     parts = [{"ok": "PASS", "warning": "FAIL" if not check.passed else "NOISY"}.get(text["level"], "N/A"),

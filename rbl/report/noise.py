@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runner.other_work import SHARED_MACHINE_CORES, run_other_work
 from .aa_groups import AAGroup, Grouping, aa_groups
-from ..runner.other_work import SHARED_MACHINE_CORES
 from .cell_effects import CellEffects, cell_effects
 from .stats import CONFIDENCE, Difference, difference, interval_method, rounds_t_difference
 
@@ -191,7 +191,6 @@ def noise_check(header: dict, cells: list, metrics: list[str], method: str = "au
     metric, with `method` chosen per pair by the fewer rounds of its two cells, and every set of
     alike cells against their own rounds (rbl/report/cell_effects.py). The run's manifest says how
     it went: its order and the other work beside it."""
-    from ..runner.other_work import run_other_work
     from .stats import FEW_ROUNDS
     by_id = {cell.scenario["id"]: cell for cell in cells}
     grouping = aa_groups(header, [cell.scenario for cell in cells])
