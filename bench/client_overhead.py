@@ -8,10 +8,10 @@ inside its measured request time, the bench also compares the client's median re
 a bare keep-alive socket loop's on the same target (one user), and checks gap + that difference. Measured through the real fault proxy
 (0% faults) in front of httpbin, for baseline, retry and circuit breaker, with 1 and 10
 concurrent virtual users; then 150 concurrent virtual users must all finish without an error.
-The Python client is measured the same way, for comparison. Target (issue 5): median < 200 us
+The Python client is measured the same way, for comparison. Target: median < 200 us
 for the JVM client, and no errors at 150 users.
 
-Start-up and the first job (issue 16): each client service is started afresh as the runner starts
+Start-up and the first job: each client service is started afresh as the runner starts
 it (process start to `listening` and a healthy /health; target < 1 s for the JVM client), then its
 very first job is compared with the jobs after it: the first request of the first job against the
 median first request of the later jobs (each job opens its own connection), and the first job's
@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.runner.client_builds import client_jar  # noqa: E402
-from rbl.runner.local import LocalBackend, LocalOptions  # noqa: E402
+from rbl.backends.client_builds import client_jar  # noqa: E402
+from rbl.backends.local.backend import LocalOptions, LocalServices  # noqa: E402
 
 TARGET_US = 200
 STARTUP_TARGET_S = {"resilience4j": 1.0}
@@ -138,7 +138,7 @@ def errors(replies: list[dict], successes: int) -> int:
                or sum(call["ok"] for call in reply["calls"]) != successes)
 
 
-def fresh_start_s(backend: LocalBackend, library: str) -> float:
+def fresh_start_s(backend: LocalServices, library: str) -> float:
     """Stops the library's client service and starts a new one as the runner does; its start-up time."""
     service, _ = backend.clients.pop(library)
     service.stop(grace=1.0)
@@ -156,7 +156,7 @@ def timed_job(port: int, target_url: str, strategy: list, successes: int) -> tup
     return wall, [r[1] for call in reply["calls"] for r in call["requests"]]
 
 
-def startup_and_first_job(backend: LocalBackend, target_url: str, startups: int) -> bool:
+def startup_and_first_job(backend: LocalServices, target_url: str, startups: int) -> bool:
     """Start-up time, then the first job after `listening` against the steady state, per client and pattern."""
     ok = True
     print(f"\n{'client':<14} {'strategy':<16} {'start-up s':>10} {'1st request us':>15} {'steady 1st us':>14} "
@@ -198,7 +198,7 @@ def main() -> int:
     jars = {library: client_jar(kind, say=print) for library, kind in KINDS.items() if kind != "python"}
     options = LocalOptions(proxy="builtin", seed=1, client_jars=jars)
     ok = True
-    with tempfile.TemporaryDirectory() as logs, LocalBackend(Path(logs), KINDS, options) as backend:
+    with tempfile.TemporaryDirectory() as logs, LocalServices(Path(logs), KINDS, options) as backend:
         backend.fault.apply({"kind": "abort", "rate": 0, "status": 503})
         target_url = backend.target_url("/bytes/100")
         if args.startup_only:

@@ -3,7 +3,7 @@
 original tool's (scheduler/app.py build_scenarios + utils.expand_config_template) on the same
 space and prints the ratio. Memory: peak RSS of the real CLI for 10^5 and 10^6 scenarios.
 
-Batching (issue 16): rbl's JSON Lines writer (rbl/compiler/plan.py write_scenarios) against a
+Batching: rbl's JSON Lines writer (rbl/compiler/plan.py write_scenarios) against a
 hand-written minimal Python expansion of the same output (nested loops, f-strings, the same ids,
 one buffered write per line), each in a fresh process writing to /dev/null, alternating
 `--rounds` times: scenarios/s and minor page faults per 10^6 scenarios, medians, for rbl's batch

@@ -1,6 +1,6 @@
 """Benchmark: `rbl check` on hostile specs of 100 KB, 1 MB and 10 MB grows at most linearly.
 
-Each kind of input (issue 15) is generated at three sizes and checked by the real CLI in its own
+Each kind of hostile input is generated at three sizes and checked by the real CLI in its own
 process; the CPU time (user + system: the development machines are shared, so wall time is
 noise) and peak RSS of that process are measured with os.wait4. The baseline (a tiny valid
 spec: interpreter start-up and imports) is subtracted before taking the ratios 1MB/100KB and

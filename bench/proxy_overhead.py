@@ -9,7 +9,7 @@ Ratios are medians over the alternations, measured in one run.
 
 The load comes from wrk when it is installed (apt-get install wrk): a C load generator measures
 the proxy, where bench/loadgen.py (Python, the fallback) was slower than the proxy and flattered
-it (issue 16: with wrk, rbl/direct was 0.75 where loadgen.py said above 0.85). The bench says
+it (with wrk, rbl/direct was 0.75 where loadgen.py said above 0.85). The bench says
 which one it used. bench/proxy_peers.py compares the proxy with nginx and Toxiproxy.
 
 python3 bench/proxy_overhead.py [--rounds 5] [--seconds 3] [--loadgen wrk|python]
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.runner.local import LocalBackend, LocalOptions  # noqa: E402
+from rbl.backends.local.backend import LocalOptions, LocalServices  # noqa: E402
 
 LOADGEN = Path(__file__).with_name("loadgen.py")
 
@@ -52,7 +52,7 @@ def python_load(port: int, connections: int, seconds: float) -> dict:
     return json.loads(out.stdout)
 
 
-def fault_changes(backend: LocalBackend, count: int) -> list[float]:
+def fault_changes(backend: LocalServices, count: int) -> list[float]:
     timings = []
     for i in range(count):
         fault = {"kind": "abort", "rate": (i % 2) * 50, "status": 503}
@@ -74,7 +74,7 @@ def main() -> int:
     load = wrk_load if args.loadgen == "wrk" else python_load
     print(f"load generator: {'wrk' if load is wrk_load else 'bench/loadgen.py (install wrk for a faster one)'}")
     with tempfile.TemporaryDirectory() as logs, \
-            LocalBackend(Path(logs), {}, LocalOptions(workers=args.workers, proxy="builtin")) as backend:
+            LocalServices(Path(logs), {}, LocalOptions(workers=args.workers, proxy="builtin")) as backend:
         load(backend.target_port, 50, 1.0)                               # warm up both paths
         load(backend.proxy_port, 50, 1.0)
         ratios, direct_rps, proxy_rps, added_ms = [], [], [], []

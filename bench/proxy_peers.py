@@ -19,7 +19,7 @@ skipped with a note when not:
 Toxiproxy is looked up as `toxiproxy-server` on PATH, then $(go env GOPATH)/bin/server, or
 given with --toxiproxy PATH.
 
-Goals (issue 16): with the static upstream, rbl's CPU per request at most 1.2x nginx's and its
+Goals: with the static upstream, rbl's CPU per request at most 1.2x nginx's and its
 throughput at least Toxiproxy's; with httpbin, throughput at least 0.95x nginx's. It is a
 benchmark, not a test: on a shared machine compare the ratios, not the absolute figures.
 
@@ -43,8 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.runner.local import LocalOptions  # noqa: E402
-from rbl.runner.processes import Service, free_port  # noqa: E402
+from rbl.backends.local.backend import LocalOptions  # noqa: E402
+from rbl.backends.local.processes import Service  # noqa: E402
+from rbl.backends.net import free_port  # noqa: E402
 
 HOST = "127.0.0.1"
 BODY = "x" * 100
@@ -189,7 +190,7 @@ class Peers:
     def _start_rbl(self) -> None:
         ports = {}
         for upstream, upstream_port in self.upstreams.items():
-            service = self._service(f"rbl-{upstream}", [sys.executable, "-m", "rbl.services.fault_proxy",
+            service = self._service(f"rbl-{upstream}", [sys.executable, "-m", "rbl.dataplane.fault_proxy",
                                                         "--upstream", f"{HOST}:{upstream_port}"])
             data, _admin = service.read_announcement("listening", 20)
             ports[upstream] = int(data)

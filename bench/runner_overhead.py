@@ -6,12 +6,12 @@ from the round's wall time: what remains is setting and confirming the fault, re
 reading counters, dispatching jobs, computing metrics and writing results (with fsync).
 Target: under 100 ms.
 
-Then the useful fraction of a whole `rbl run` (issue 16): the quickstart and the Resilience4j
+Then the useful fraction of a whole `rbl run`: the quickstart and the Resilience4j
 example run as a user runs them (`python3 -m rbl run EXAMPLE`, built-in proxy), and the virtual
 users' own time (per round, its longest virtual user's totalExecutionTime; warm-up rounds
 included, they are load the runner asked for) is divided by the command's wall time, start-up,
 compilation, services starting and stopping included. Targets: quickstart >= 90%, Resilience4j
-example >= 97%. The services' start and stop times are printed too (all at once since issue 16).
+example >= 97%. The services' start and stop times are printed too (they start side by side).
 
 python3 bench/runner_overhead.py [--rounds 10] [--examples quickstart,resilience4j | --examples none]
 """
@@ -33,13 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console  # noqa: E402
 
 from rbl.compiler.expand import iter_scenario_lines  # noqa: E402
-from rbl.runner.client_builds import client_jar  # noqa: E402
+from rbl.backends.client_builds import client_jar  # noqa: E402
 from rbl.compiler.pipeline import compile_source  # noqa: E402
 from rbl.compiler.plan import plan_header  # noqa: E402
 from rbl.runner.executor import Executor  # noqa: E402
-from rbl.runner.local import LocalBackend, LocalOptions  # noqa: E402
+from rbl.backends.local.backend import LocalOptions, LocalServices  # noqa: E402
 from rbl.runner.progress import RunProgress  # noqa: E402
-from rbl.runner.results import RunDirectory  # noqa: E402
+from rbl.store.results import RunDirectory  # noqa: E402
 
 SPEC = """
 space overhead {{
@@ -87,7 +87,7 @@ def services_start_stop(libraries: dict[str, str]) -> tuple[float, float]:
     jars = {name: client_jar(kind) for name, kind in libraries.items() if kind == "resilience4j"}
     with tempfile.TemporaryDirectory() as logs:
         start = time.perf_counter()
-        backend = LocalBackend(Path(logs), libraries, LocalOptions(proxy="builtin", seed=1, client_jars=jars))
+        backend = LocalServices(Path(logs), libraries, LocalOptions(proxy="builtin", seed=1, client_jars=jars))
         backend.__enter__()
         started = time.perf_counter()
         backend.__exit__(None, None, None)
@@ -125,7 +125,7 @@ def main() -> int:
     header = plan_header(space)
     with tempfile.TemporaryDirectory() as work:
         run = RunDirectory.create(Path(work) / "run", header, iter_scenario_lines(space))
-        with LocalBackend(run.logs, {"tenacity": "python", "pybreaker": "python"}, LocalOptions(proxy="builtin", seed=1)) as backend, \
+        with LocalServices(run.logs, {"tenacity": "python", "pybreaker": "python"}, LocalOptions(proxy="builtin", seed=1)) as backend, \
                 RunProgress(Console(file=io.StringIO()), header["size"], header["rounds"]) as progress:
             outcome = Executor(run, backend, header, progress).execute()
     overheads = sorted(t.overhead_s * 1000 for t in outcome.timings)

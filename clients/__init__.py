@@ -1,2 +1,3 @@
-"""Client services in their own languages (clients/<kind>/), shipped as rbl.clients so an installed
-rbl can build them; see rbl/runner/client_builds.py."""
+"""Client services, one directory per runtime (python/, resilience4j/, node/, go/), and the
+protocol they all speak (protocol.py), shipped as rbl.clients so an installed rbl can run and
+build them; see rbl/backends/client_builds.py for the ones built in other languages."""

@@ -77,7 +77,7 @@ class RblGroup(typer.core.TyperGroup):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(141)
         except OSError as error:
-            from .runner.durable import is_storage_error
+            from .store.durable import is_storage_error
             if not is_storage_error(error):
                 _internal_error(ctx)
             # the disk refused a write (compiling, or writing stdout to a file): not a bug
@@ -281,8 +281,8 @@ RunnerClientsOpt = typer.Option(None, "--runner-clients", metavar="KINDS", help=
 
 def _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
                      runner_clients=None):
-    from .backends.kubernetes import ClusterOptions
-    from .backends.kubernetes_image import RUNNER_CLIENTS, parse_runner_clients
+    from .backends.kubernetes.manifests import ClusterOptions
+    from .backends.kubernetes.image import RUNNER_CLIENTS, parse_runner_clients
     if runner_clients is not None and not runner_image:
         raise UsageError("--runner-clients describes a --runner-image",
                          hint=f"rbl's own runner image holds {','.join(RUNNER_CLIENTS)}")
@@ -317,7 +317,7 @@ def compile_(spec: Path = SpecArg,
             rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
     """Compile a spec into its plan (the ordered scenario list of Algorithm 1) and the files that
     stand the experiment up: docker-compose.yaml, envoy/envoy.yaml and the docker build context."""
-    from .backends.artifacts import plan_deployment, write_artifacts
+    from .backends.docker.artifacts import plan_deployment, write_artifacts
     from .backends.output_dir import CompileDirectory
     from .compiler.expand import iter_scenario_lines
     from .compiler.plan import FORMATS, plan_header, write_json_plan, write_plan, write_scenarios
@@ -339,7 +339,7 @@ def compile_(spec: Path = SpecArg,
         return
     header = plan_header(space)
     if target == "kubernetes":
-        from .backends.kubernetes import compile_kubernetes
+        from .backends.kubernetes.manifests import compile_kubernetes
         cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
                                    pull_policy, runner_clients)
         compile_kubernetes(space, header, output, fmt, force, cluster, say=lambda text: typer.echo(text, err=True))
@@ -423,12 +423,14 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
     from .compiler.expand import iter_scenario_lines
     from .compiler.plan import plan_header
-    from .runner.local import LocalOptions, resolve_proxy
-    from .runner.plan_file import check_header, load_plan_file
+    from .backends.local.backend import LocalOptions, resolve_proxy
     from .runner.run import default_run_dir, resume_run, start_run
+    from .store.plan_file import check_header, load_plan_file
 
     resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=_client_jars(client_jar))
+    if workers is not None:
+        options.workers = workers
     if backend not in ("local", "docker", "kubernetes"):
         raise UsageError(f"--backend must be local, docker or kubernetes, got {backend!r}")
     if backend == "kubernetes":
@@ -440,21 +442,15 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
             raise UsageError("--dry-run checks the services on this machine, not on the cluster",
                              hint="`rbl run SPEC --dry-run` checks them here; `rbl compile SPEC --target kubernetes "
                                   "-o DIR` shows what the cluster would get")
-        from .runner.kubernetes_backend import Access
+        from .backends.kubernetes.driver import Access
         access = Access(kubeconfig, context)
         cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
                                    pull_policy, runner_clients)
     elif shards != 1:
         raise UsageError("--shards applies to --backend kubernetes", hint="to run one shard here, use --shard I/N")
-    if backend == "docker":
-        from .runner.docker_backend import NETWORKS, DockerOptions
-        if network not in NETWORKS:
-            raise UsageError(f"--network must be one of {', '.join(NETWORKS)}, got {network!r}")
-        options.backend, options.docker = "docker", DockerOptions(network=network, images=image)
-    elif image:
+    if backend != "docker" and image:
         raise UsageError("--image applies to --backend docker")
-    if workers is not None:
-        options.workers = workers
+    chosen = _services_backend(backend, options, network, image)    # None: the cluster runs the services
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     overrides = _overrides(rounds, users, sets)
     if resume is not None:
@@ -463,7 +459,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         if shard is not None:
             raise UsageError("--resume continues RUN_DIR as the shard it was started as; do not also give --shard")
         if backend == "kubernetes":
-            from .runner.kubernetes_backend import resume_on_cluster
+            from .backends.kubernetes.driver import resume_on_cluster
             raise typer.Exit(_maybe_report(resume, console, resume_on_cluster(resume, access, console), report))
         if overrides or dry_run:
             raise UsageError("--resume continues RUN_DIR with its own plan; --rounds, --users, --set and "
@@ -471,7 +467,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         digest = None
         if spec is not None and spec.suffix == ".rbl":
             digest = _compile(spec).space.source_sha256
-        raise typer.Exit(_maybe_report(resume, console, resume_run(resume, options, console, digest, round_timeout,
+        raise typer.Exit(_maybe_report(resume, console, resume_run(resume, chosen, console, digest, round_timeout,
                                                                    order, order_seed, allow_violations), report))
     if spec is None:
         raise UsageError("nothing to run", "give a spec (rbl run examples/quickstart.rbl) or --resume RUN_DIR")
@@ -486,21 +482,33 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
     if dry_run:
         from .runner.dry_run import dry_run as check_services
-        raise typer.Exit(check_services(header, lines, options, console))
+        raise typer.Exit(check_services(header, lines, chosen, console))
     if backend == "kubernetes":
         if shard is not None:
             raise UsageError("--shard runs one shard here; --backend kubernetes runs --shards N of them")
-        from .runner.kubernetes_backend import run_on_cluster
+        from .backends.kubernetes.driver import run_on_cluster
         out = output or default_run_dir(header["name"])
         raise typer.Exit(_maybe_report(out, console, run_on_cluster(header, lines, out, cluster, access, console),
                                        report))
     shard_ = None
     if shard is not None:
-        from .runner.shards import parse_shard
+        from .store.shards import parse_shard
         shard_ = parse_shard(shard)
     out = output or default_run_dir(header["name"] + (f"-shard{shard_.index}of{shard_.count}" if shard_ else ""))
-    raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, options, console, round_timeout,
+    raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, chosen, console, round_timeout,
                                                            order, order_seed, allow_violations, shard_), report))
+
+
+def _services_backend(backend: str, options, network: str, images: list[str]):
+    """The backend that starts a plan's services for the runner: processes here or containers;
+    None for the kubernetes backend, whose pods each run a local backend of their own."""
+    if backend == "local":
+        from .backends.local.backend import LocalBackend
+        return LocalBackend(options)
+    if backend == "docker":
+        from .backends.docker.driver import DockerBackend, DockerOptions
+        return DockerBackend(DockerOptions(network=network, images=images))
+    return None
 
 
 def _maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
@@ -611,7 +619,7 @@ def merge(dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="The sha
     """Join the shards of one plan into one run directory (results.jsonl, CSV, manifest with every
     shard's host and timing) that `rbl report` reads. Exit 3, listing them, when rounds are missing
     or in two shards."""
-    from .runner.merge import describe, merge as merge_shards
+    from .store.merge import describe, merge as merge_shards
     result = merge_shards(dirs, output, allow_gaps, say=lambda text: typer.echo(text, err=True))
     code = result.code
     if result.out is not None:

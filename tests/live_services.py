@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from rbl.runner.processes import free_port
+from rbl.backends.net import free_port
 
 
 def wait_for(url: str, timeout: float = 20.0) -> None:
@@ -44,7 +44,7 @@ def start_proxy(httpbin):
     started = []
 
     def start(seed: int | None = 7):
-        process = subprocess.Popen([sys.executable, "-m", "rbl.services.fault_proxy", "--upstream",
+        process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
                                     f"127.0.0.1:{httpbin}", "--seed", str(seed)],
                                    stdout=subprocess.PIPE, text=True)
         started.append(process)

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rbl.backends.deployment import ADMIN_PORT, PROXY_PORT
-from rbl.backends.yaml_text import compose_quote, yaml_quote
-from rbl.runner.processes import free_port
+from rbl.yaml_text import compose_quote, yaml_quote
+from rbl.backends.net import free_port
 
 from .artifact_check import check_envoy, load_compose
 from .conftest import EXAMPLES, REPO
@@ -105,7 +105,12 @@ def test_dockerfiles_copy_only_what_the_build_context_holds(compiled, name, dock
             if line.startswith("COPY ") and "--from=" not in line:
                 source = line.split()[1]
                 assert (context / source).exists(), f"{name}: {line}"
-    assert (context / "rbl" / "rbl" / "services" / "fault_proxy.py").is_file()
+    assert (context / "rbl" / "rbl" / "dataplane" / "fault_proxy.py").is_file()
+    # the Python client and the protocol, which an editable install keeps outside rbl/, and no
+    # sources of the clients built in other languages
+    assert (context / "rbl" / "rbl" / "clients" / "python" / "service.py").is_file()
+    assert (context / "rbl" / "rbl" / "clients" / "protocol.py").is_file()
+    assert not (context / "rbl" / "rbl" / "clients" / "go").exists()
     assert not list(context.rglob("__pycache__")) and not list(context.rglob("target"))
     assert os.access(context / "target-entrypoint.sh", os.X_OK)
     # the copied package installs: its pyproject names the same runtime dependencies as rbl's
@@ -267,6 +272,8 @@ def test_every_package_is_listed_in_pyproject():
     import tomllib
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "rbl").rglob("__init__.py")}
+    found |= {"rbl.clients." + ".".join(p.parent.relative_to(REPO / "clients").parts) for p in (REPO / "clients").rglob("__init__.py")
+              if p.parent != REPO / "clients" and "node_modules" not in p.parts}
     assert found | {"rbl.templates", "rbl.clients"} == listed
 
 

@@ -1,11 +1,11 @@
-"""Breaker metrics that do not depend on how fast a client's loop spins (rbl/runner/metrics.py):
+"""Breaker metrics that do not depend on how fast a client's loop spins (rbl/store/metrics.py):
 the same breaker timeline seen by a slow and a fast loop gives the same rejectedTime,
 openTransitions, requestsPerSuccess and timeToNthSuccess, while the paper's call counts differ;
 and in a real pybreaker run every opening is at least the configured open duration long."""
 
 from __future__ import annotations
 
-from rbl.runner.metrics import vu_metrics
+from rbl.store.metrics import vu_metrics
 
 from .test_run import rbl, rows
 

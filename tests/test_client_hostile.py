@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rbl.runner.metrics import vu_metrics
-from rbl.services.protocol import MAX_JOBS, CallLog
+from rbl.store.metrics import vu_metrics
+from rbl.clients.protocol import MAX_JOBS, CallLog
 
 from .conformance import hostile
 from .conformance.conftest import client_command, start_client

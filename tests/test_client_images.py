@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rbl.runner.processes import free_port
+from rbl.backends.net import free_port
 
 from .conftest import REPO
 

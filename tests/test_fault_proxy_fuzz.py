@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from rbl.services.http_framing import (ChunkedBody, FramingError, parse_request_head, parse_response_head, request_head,
+from rbl.dataplane.http_framing import (ChunkedBody, FramingError, parse_request_head, parse_response_head, request_head,
                                       response_head)
 
 from .test_fault_proxy_hostile import ANSWER_WITHIN, LiveProxy, exchange
@@ -119,7 +119,7 @@ def test_a_remembered_head_gets_a_fresh_body_each_time():
 # -- the live proxy -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def fuzz_proxy(httpbin):
-    process = subprocess.Popen([sys.executable, "-m", "rbl.services.fault_proxy", "--upstream",
+    process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
                                 f"127.0.0.1:{httpbin}", "--read-timeout", "3"], stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline().split()
     proxy = LiveProxy(process, int(line[1]), int(line[2]))

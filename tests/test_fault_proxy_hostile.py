@@ -53,7 +53,7 @@ def live_proxy(httpbin):
     started = []
 
     def start(*flags: str, upstream: int | None = None) -> LiveProxy:
-        process = subprocess.Popen([sys.executable, "-m", "rbl.services.fault_proxy", "--upstream",
+        process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
                                     f"127.0.0.1:{upstream or httpbin}", "--seed", "7", *flags],
                                    stdout=subprocess.PIPE, text=True)
         started.append(process)

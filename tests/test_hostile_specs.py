@@ -12,7 +12,7 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from rbl.backends.yaml_text import comment_text, compose_quote, yaml_quote
+from rbl.yaml_text import comment_text, compose_quote, yaml_quote
 from rbl.compiler.diagnostics import MAX_PER_CODE
 from rbl.compiler.parser import MAX_NESTING
 from rbl.compiler.pipeline import compile_bytes, compile_source

@@ -25,7 +25,7 @@ from rbl.neutral.semantics import BreakerBehaviour, RetryBehaviour, behaviour_of
 from .conftest import EXAMPLES, REFERENCE_JSON
 from .original_tool import build_scenarios
 
-# the original tool's published data files, and the README's example
+# the original tool's published data files, and the example of docs/reproducing.md
 REFERENCE_FILES = sorted(REFERENCE_JSON.glob("*.json")) + sorted((EXAMPLES / "resiliencebench").glob("*.json"))
 
 

@@ -21,8 +21,7 @@ from rich.console import Console
 from rbl.compiler.expand import iter_scenario_lines
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
-from rbl.runner import run as run_module
-from rbl.runner.local import LocalBackend, LocalOptions
+from rbl.backends.local.backend import LocalBackend, LocalOptions, LocalServices
 from rbl.runner.run import start_run
 
 from .conftest import run_rbl
@@ -141,7 +140,7 @@ def mismapped_backend(rewrite: Callable[[dict], dict], fault_scale: float = 1.0)
     """The local backend with every client service behind a forwarder, and optionally a proxy
     that applies another fault rate than the scenario's."""
 
-    class Mismapped(LocalBackend):
+    class Mismapped(LocalServices):
         def __enter__(self):
             super().__enter__()
             self.stack = ExitStack()
@@ -159,14 +158,18 @@ def mismapped_backend(rewrite: Callable[[dict], dict], fault_scale: float = 1.0)
         def client_address(self, library):
             return self.forwarded[library]
 
-    return Mismapped
+    class MismappedBackend(LocalBackend):
+        def start(self, header, run_dir, logs):
+            local = super().start(header, run_dir, logs)
+            return Mismapped(local.logs, local.libraries, local.options, local.max_users)
+
+    return MismappedBackend
 
 
-def run_space(tmp_path: Path, monkeypatch, spec: str, backend, allow: bool = False, jars: dict | None = None) -> int:
-    monkeypatch.setattr(run_module, "LocalBackend", backend)
+def run_space(tmp_path: Path, spec: str, backend, allow: bool = False, jars: dict | None = None) -> int:
     space = compile_source(spec, "mismapped.rbl").space
     options = LocalOptions(seed=1, client_jars=dict(jars or {}))
-    return start_run(plan_header(space), iter_scenario_lines(space), tmp_path / "out", options,
+    return start_run(plan_header(space), iter_scenario_lines(space), tmp_path / "out", backend(options),
                      Console(stderr=True, quiet=True), allow_violations=allow)
 
 
@@ -180,8 +183,8 @@ def broken(out: Path) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("oracle", sorted(REWRITES))
-def test_a_mismapped_python_client_breaks_exactly_its_oracle_and_the_run_exits_3(tmp_path, monkeypatch, oracle):
-    code = run_space(tmp_path, monkeypatch, SPACE, mismapped_backend(REWRITES[oracle]))
+def test_a_mismapped_python_client_breaks_exactly_its_oracle_and_the_run_exits_3(tmp_path, oracle):
+    code = run_space(tmp_path, SPACE, mismapped_backend(REWRITES[oracle]))
     found = broken(tmp_path / "out")
     assert code == 3, found
     assert set().union(*found.values()) == {oracle}, found
@@ -189,22 +192,22 @@ def test_a_mismapped_python_client_breaks_exactly_its_oracle_and_the_run_exits_3
     assert manifest["oracleViolations"][oracle] > 0
 
 
-def test_a_proxy_that_faults_at_another_rate_breaks_the_fault_rate_oracle(tmp_path, monkeypatch):
-    code = run_space(tmp_path, monkeypatch, SPACE, mismapped_backend(lambda job: job, fault_scale=0.4))
+def test_a_proxy_that_faults_at_another_rate_breaks_the_fault_rate_oracle(tmp_path):
+    code = run_space(tmp_path, SPACE, mismapped_backend(lambda job: job, fault_scale=0.4))
     found = broken(tmp_path / "out")
     assert code == 3
     assert set().union(*found.values()) == {"fault.rate"}, found
 
 
-def test_the_same_run_through_a_faithful_forwarder_is_silent(tmp_path, monkeypatch):
-    code = run_space(tmp_path, monkeypatch, SPACE, mismapped_backend(lambda job: job))
+def test_the_same_run_through_a_faithful_forwarder_is_silent(tmp_path):
+    code = run_space(tmp_path, SPACE, mismapped_backend(lambda job: job))
     assert code == 0
     assert broken(tmp_path / "out") == {}
     assert all(row["oracleViolations"] == [] for row in rows(tmp_path / "out"))
 
 
-def test_allow_violations_exits_0_and_keeps_them_in_the_rows_and_the_csv(tmp_path, monkeypatch):
-    code = run_space(tmp_path, monkeypatch, SPACE, mismapped_backend(REWRITES["retry.attempts"]), allow=True)
+def test_allow_violations_exits_0_and_keeps_them_in_the_rows_and_the_csv(tmp_path):
+    code = run_space(tmp_path, SPACE, mismapped_backend(REWRITES["retry.attempts"]), allow=True)
     assert code == 0
     assert broken(tmp_path / "out") == {"tenacity.retry": {"retry.attempts"}}
     csv_text = (tmp_path / "out" / "results.csv").read_text()
@@ -216,11 +219,11 @@ def test_allow_violations_exits_0_and_keeps_them_in_the_rows_and_the_csv(tmp_pat
     assert "oracle violations: 3 row(s) in 1 cell(s)" in (made.out_dir / "report.html").read_text()
 
 
-def test_a_mismapped_jvm_client_breaks_the_attempts_oracle(tmp_path, monkeypatch):
-    from rbl.runner import client_builds
+def test_a_mismapped_jvm_client_breaks_the_attempts_oracle(tmp_path):
+    from rbl.backends import client_builds
     jar = client_builds.client_jar("resilience4j")
     rewrite = lambda job: _params(job, "retry", lambda p: p.update(maxAttempts=p["maxAttempts"] + 1))  # noqa: E731
-    code = run_space(tmp_path, monkeypatch, JVM_SPACE, mismapped_backend(rewrite), jars={"resilience4j": jar})
+    code = run_space(tmp_path, JVM_SPACE, mismapped_backend(rewrite), jars={"resilience4j": jar})
     assert code == 3
     assert broken(tmp_path / "out") == {"resilience4j.retry": {"retry.attempts"}}
 

@@ -12,8 +12,8 @@ import numpy as np
 
 from rbl.report.noise import noise_check
 from rbl.report.noise_view import verdict
-from rbl.runner.other_work import (SHARED_MACHINE_CORES, OtherWork, own_ticks_between, process_table, run_other_work,
-                                   shared_machine_note, tree_ticks)
+from rbl.report.other_work import SHARED_MACHINE_CORES, run_other_work, shared_machine_note
+from rbl.runner.other_work import OtherWork, own_ticks_between, process_table, tree_ticks
 
 from .test_noise import METRIC, cells_with, quickstart
 

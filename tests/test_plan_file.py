@@ -1,4 +1,4 @@
-"""`rbl run PLAN` checks the whole plan (rbl/runner/plan_file.py, the plan schema) before anything
+"""`rbl run PLAN` checks the whole plan (rbl/store/plan_file.py, the plan schema) before anything
 is created or started (issue 15): every compiled example passes, every tampered plan is a usage
 error (exit 2) with a clear message, never a run elsewhere or a traceback."""
 
@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from rbl.errors import UsageError
-from rbl.runner.plan_file import _shape_problem, load_plan_file, plan_schema
+from rbl.store.plan_file import _shape_problem, load_plan_file, plan_schema
 
 from .conftest import EXAMPLES
 
@@ -87,7 +87,7 @@ def test_every_compiled_example_is_a_valid_plan(compiled, name, fmt):
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_the_docker_backend_accepts_every_checked_plan(compiled, name):
-    from rbl.backends.artifacts import plan_deployment
+    from rbl.backends.docker.artifacts import plan_deployment
     header, _ = load_plan_file(compiled[name, "jsonl"])
     deployment, _ = plan_deployment(header, [])
     assert deployment.project.startswith("rbl-")
@@ -114,7 +114,7 @@ def test_a_target_path_naming_another_host_is_refused_before_anything_starts(cli
 
 def test_the_docker_backend_checks_the_plan_before_connecting(cli, plan, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    import rbl.runner.docker_backend as docker_backend
+    import rbl.backends.docker.driver as docker_backend
     monkeypatch.setattr(docker_backend, "connect", lambda: pytest.fail("connected to Docker"))
     plan.header["target"]["path"] = "@127.0.0.2:47200/pwned"
     code, _, err = cli("run", plan.save(), "--backend", "docker")

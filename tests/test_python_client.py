@@ -18,7 +18,7 @@ def client_service():
 
     def start(library: str, proxy: Proxy | None = None, *extra: str) -> int:
         target = f"127.0.0.1:{proxy.data_port if proxy else 9}"
-        process = subprocess.Popen([sys.executable, "-m", "rbl.services.python_client", "--library", library,
+        process = subprocess.Popen([sys.executable, "-m", "rbl.clients.python.service", "--library", library,
                                     "--target", target, *extra], stdout=subprocess.PIPE, text=True)
         started.append(process)
         word, port = process.stdout.readline().split()

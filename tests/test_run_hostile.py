@@ -28,10 +28,11 @@ from rbl.compiler.expand import iter_scenario_lines
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
 from rbl.errors import EXIT_ENVIRONMENT, EXIT_STORAGE, StorageError, UsageError
-from rbl.runner import durable, executor as executor_module, run as run_module
-from rbl.runner.liveness import TOKEN_HEADER, ServicesLost, probe_target
-from rbl.runner.local import LocalOptions
-from rbl.runner.results import PARTIAL, RunDirectory
+from rbl.runner import executor as executor_module, run as run_module
+from rbl.store import durable
+from rbl.dataplane.target_token import TOKEN_HEADER
+from rbl.runner.liveness import ServicesLost, probe_target
+from rbl.store.results import PARTIAL, RunDirectory
 
 from .conftest import run_rbl
 from .test_run import rows, start_run_in_background
@@ -61,8 +62,23 @@ class FakeFault:
     def counters(self): return {"downstream_rq_total": 2}
 
 
+class OwnServices:
+    """A backend (rbl/runner/backend.py) that hands the runner the test's own services and checks nothing."""
+
+    name = "test"
+    samples_other_work = True
+
+    def __init__(self, services):
+        self.services = services
+
+    def check(self, header, console): pass
+    def session_settings(self): return {}
+    def start(self, header, run_dir, logs): return self.services
+
+
 class FakeBackend:
-    """Every round succeeds; `lose_after` rounds in, the target "dies"; `probe` is what target_probe gives."""
+    """Services where every round succeeds; `lose_after` rounds in, the target "dies"; `probe` is
+    what target_probe gives."""
 
     proxy_kind = "fake"
 
@@ -97,21 +113,15 @@ def fake_job(address, job, timeout):
 @pytest.fixture
 def scripted(monkeypatch):
     """run(backend, out) -> exit code of start_run; resume(backend, out) likewise."""
-    monkeypatch.setattr(run_module, "check_environment", lambda *args: None)
     monkeypatch.setattr(executor_module, "post_job", fake_job)
     console = Console(file=io.StringIO(), width=200)
     monkeypatch.setattr(run_module, "print_summary", lambda *args: None)
 
-    def use(backend):
-        monkeypatch.setattr(run_module, "_backend", lambda *args: backend)
+    def start(services, out: Path) -> int:
+        return run_module.start_run(dict(HEADER), iter(LINES), out, OwnServices(services), console)
 
-    def start(backend, out: Path) -> int:
-        use(backend)
-        return run_module.start_run(dict(HEADER), iter(LINES), out, LocalOptions(proxy="builtin"), console)
-
-    def resume(backend, out: Path) -> int:
-        use(backend)
-        return run_module.resume_run(out, LocalOptions(proxy="builtin"), console)
+    def resume(services, out: Path) -> int:
+        return run_module.resume_run(out, OwnServices(services), console)
 
     start.resume = resume
     start.console = console
@@ -191,8 +201,8 @@ def test_an_impostor_behind_the_proxy_fails_the_first_round_and_stops_the_run(sc
 
 def test_the_target_app_adds_the_token_to_every_response(monkeypatch):
     monkeypatch.setenv("RBL_TARGET_TOKEN", "abc123")
-    sys.modules.pop("rbl.runner.target_app", None)
-    from rbl.runner.target_app import app
+    sys.modules.pop("rbl.dataplane.target_app", None)
+    from rbl.dataplane.target_app import app
     seen = {}
 
     def start_response(status, headers, exc_info=None):
@@ -278,16 +288,14 @@ def test_resume_after_a_full_disk_gives_each_row_once(scripted, tmp_path, monkey
 
 
 def _fresh_scripted(monkeypatch):
-    monkeypatch.setattr(run_module, "check_environment", lambda *args: None)
     monkeypatch.setattr(executor_module, "post_job", fake_job)
     monkeypatch.setattr(run_module, "print_summary", lambda *args: None)
     console = Console(file=io.StringIO())
 
     class Again:
         @staticmethod
-        def resume(backend, out):
-            monkeypatch.setattr(run_module, "_backend", lambda *args: backend)
-            return run_module.resume_run(out, LocalOptions(proxy="builtin"), console)
+        def resume(services, out):
+            return run_module.resume_run(out, OwnServices(services), console)
     return Again
 
 

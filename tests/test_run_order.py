@@ -1,4 +1,4 @@
-"""Run order (rbl/runner/run_order.py): sequential, blocked and randomized with a seed, in the
+"""Run order (rbl/store/run_order.py): sequential, blocked and randomized with a seed, in the
 language, the plan and real runs, and a resumed run keeping the order it started with."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
 from rbl.errors import UsageError
-from rbl.runner.plan_file import check_header
-from rbl.runner.run_order import (MAX_RANDOMIZED_RUNS, RunOrder, check_order_fits, choose_order, ordered_runs,
+from rbl.store.plan_file import check_header
+from rbl.store.run_order import (MAX_RANDOMIZED_RUNS, RunOrder, check_order_fits, choose_order, ordered_runs,
                                   recorded_order, shuffled_runs)
 
 from .test_run import process_gone, rbl, rows, start_run_in_background, wait_until

@@ -11,10 +11,10 @@ import pytest
 from rbl.errors import UsageError
 from rbl.runner.executor import Executor
 from rbl.runner.fault_control import runtime_values
-from rbl.runner.metrics import percentile, vu_metrics
-from rbl.runner.processes import Service, ServiceNotReady
-from rbl.runner.results import RunDirectory
-from rbl.services.protocol import CallLog
+from rbl.store.metrics import percentile, vu_metrics
+from rbl.backends.local.processes import Service, ServiceNotReady
+from rbl.store.results import RunDirectory
+from rbl.clients.protocol import CallLog
 
 OBSERVATION = {
     "total_us": 100_000,
@@ -136,7 +136,7 @@ def test_a_silent_service_times_out_with_a_clear_message(tmp_path):
 def test_clients_are_started_with_room_for_the_largest_round():
     from rbl.backends.deployment import deployment_for
     from rbl.backends.images import parse_image_overrides
-    from rbl.services.protocol import MAX_JOBS, max_jobs_arguments
+    from rbl.clients.protocol import MAX_JOBS, max_jobs_arguments
     assert max_jobs_arguments(MAX_JOBS - 100) == ()
     assert max_jobs_arguments(1000) == ("--max-jobs", "1016")
     header = {"name": "big", "users": [10, 1000], "clients": [{"library": "tenacity", "service": "python"}]}

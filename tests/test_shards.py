@@ -18,7 +18,7 @@ from rbl.compiler.expand import iter_scenario_lines
 from rbl.compiler.pipeline import compile_bytes
 from rbl.compiler.plan import plan_header
 from rbl.errors import UsageError
-from rbl.runner.shards import Shard, assign, parse_shard, plan_digest, scenario_seconds
+from rbl.store.shards import Shard, assign, parse_shard, plan_digest, scenario_seconds
 
 from .conftest import REPO, run_rbl
 

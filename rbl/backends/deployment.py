@@ -1,5 +1,5 @@
 """The containers a plan needs, as data: one model that the compose template renders and the
-docker backend (issue 6) runs, so the two cannot describe different services.
+docker backend runs, so the two cannot describe different services.
 
 The layout follows the seed paper's run-time architecture (section 4.1): one target container
 holding the fault proxy and httpbin together (so the proxy's filtering does not lower the
@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 
 from ..compiler.plan import axis_largest
-from ..services.protocol import max_jobs_arguments
+from ..clients.protocol import max_jobs_arguments
 from .images import ImageChoice
 
 PROXY_PORT = 9211       # the fault proxy's data port (the paper's `server:9211`)
-ADMIN_PORT = 9901       # the proxy's admin API (rbl/services/fault_proxy.py)
+ADMIN_PORT = 9901       # the proxy's admin API (rbl/dataplane/fault_proxy.py)
 HTTPBIN_PORT = 8000     # httpbin, reachable only from inside the target container
 CLIENT_PORT = 8080      # every client service, inside its own container
 FIRST_CLIENT_HOST_PORT = 18081
@@ -201,7 +201,7 @@ def _client_service(library: str, kind: str, index: int, images: ImageChoice, la
         note = None
         if not images.is_prebuilt(image_name):
             note = (f"rbl ships no `{kind}` client service yet: build one that speaks rbl client protocol v1 "
-                    f"(rbl/services/protocol.py) on port {port} and pass --image {image_name}=REF")
+                    f"(clients/protocol.py) on port {port} and pass --image {image_name}=REF")
         return Service(**common, build=None, command=(), healthcheck=(), note=note)
     # {target}: the fault proxy's data address as the client reaches it (docker_backend.target_url)
     target_host = "127.0.0.1" if layout.host_network else TARGET_SERVICE

@@ -1,4 +1,4 @@
-"""The Envoy bootstrap of the fault proxy role (the admin API of rbl/services/fault_proxy.py), rendered from templates/envoy.yaml.j2.
+"""The Envoy bootstrap of the fault proxy role (the admin API of rbl/dataplane/fault_proxy.py), rendered from templates/envoy.yaml.j2.
 
 Used by `rbl compile` (the target container's config) and by `rbl run --proxy envoy` (loopback).
 The template says what the runner relies on; tests/test_envoy_config.py validates the output
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .templating import render
+from ..templating import render
 
 DEFAULT_ABORT_STATUS = 503
 DEFAULT_DELAY_MS = 1        # Envoy requires a fixed delay > 0 even at 0%; the runner sets the real one

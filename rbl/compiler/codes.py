@@ -216,7 +216,7 @@ A spec holds exactly one `space` block. Put other test spaces in their own files
 A library-neutral value is written as a call: `retry(...)` or `circuit_breaker(...)`, with
 `backoff: none() | constant(50ms) | exponential(initial: 20ms, multiplier: 1.5[, max: 1s])` and
 `open_when: consecutive_failures(2)`. `use NAME` refers to a value defined in the space with
-`let NAME = retry(...)`. See the README section "Library-neutral patterns".
+`let NAME = retry(...)`. See "Library-neutral patterns" in docs/language.md.
 """),
     "E0502": ("bad argument to a neutral value", """
 Arguments are named (`attempts: 6`) or, in order, positional (`constant(50ms)`); an argument may

@@ -95,7 +95,7 @@ class TestSpace:
     fault: Fault
     clients: tuple[ClientSpec, ...]
     assertions: tuple[SizeAssertion, ...] = ()
-    order: str = "sequential"      # the run order (rbl/runner/run_order.py)
+    order: str = "sequential"      # the run order (rbl/store/run_order.py)
     order_seed: int | None = None  # randomized: the seed, when the spec fixes it
     warmup: int = 0                # rounds per scenario before `rounds`, excluded from the report
     overrides: tuple[str, ...] = ()  # command-line overrides applied (rbl/compiler/overrides.py)

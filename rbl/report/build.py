@@ -11,10 +11,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..backends.templating import render_html
+from ..templating import render_html
 from ..errors import UsageError
-from ..runner.run_checks import manifest_problem
-from ..runner.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
+from ..store.run_checks import manifest_problem
+from ..store.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
 from .design_notes import design_notes, spin_dependent
 from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
@@ -79,7 +79,7 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
     `assert noise < ...` is checked against) and noise-floor.png."""
     from .labels import Labeller
     from .noise import noise_check
-    from ..runner.other_work import SHARED_MACHINE_CORES
+    from .other_work import SHARED_MACHINE_CORES
     from .noise_view import cell_effects_rows, rows, verdict, write_noise_figure
     check = noise_check(header, cells, metrics, method, resamples, seed, manifest)
     labeller = Labeller(header)

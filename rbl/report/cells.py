@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runner.results import RunDirectory
+from ..store.results import RunDirectory
 from .labels import METRIC_TITLES as TITLES, Labeller
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
 

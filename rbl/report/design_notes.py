@@ -3,8 +3,8 @@ out, oracle violations, and which metrics depend on how fast a client's loop spi
 
 from __future__ import annotations
 
-from ..runner.metrics import SPIN_DEPENDENT, SPIN_FREE_COLUMNS
-from ..runner.run_order import recorded_order
+from ..store.metrics import SPIN_DEPENDENT, SPIN_FREE_COLUMNS
+from ..store.run_order import recorded_order
 
 
 def spin_dependent(metrics: list[str], cells) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runner.other_work import SHARED_MACHINE_CORES, run_other_work
+from .other_work import SHARED_MACHINE_CORES, run_other_work
 from .aa_groups import AAGroup, Grouping, aa_groups
 from .cell_effects import CellEffects, cell_effects
 from .stats import CONFIDENCE, Difference, difference, interval_method, rounds_t_difference
@@ -132,7 +132,7 @@ class NoiseCheck:
     method: str                         # the method asked for (auto, bootstrap, rounds-t)
     metrics: dict[str, MetricFloor]
     few_rounds: int                     # cells in A/A groups with few rounds (<= FEW_ROUNDS)
-    order: str = "sequential"           # the run order (rbl/runner/run_order.py), for the verdict's why
+    order: str = "sequential"           # the run order (rbl/store/run_order.py), for the verdict's why
     other_work: dict | None = None      # the CPU other work took while the rounds ran (run_other_work)
 
     @property
@@ -180,7 +180,7 @@ def compare(groups_a: list[list[float]], groups_b: list[list[float]], method: st
 
 def run_order_kind(header: dict, manifest: dict | None) -> str:
     """The order the run went in: the manifest's record (--order may override the plan), else the plan's."""
-    from ..runner.run_order import recorded_order
+    from ..store.run_order import recorded_order
     recorded = recorded_order(manifest.get("order")) if manifest else None
     return recorded.kind if recorded else (header.get("order") or {}).get("kind", "sequential")
 

@@ -10,7 +10,7 @@ from ..errors import EXIT_OK, EXIT_RUN_FAILED
 
 def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
     """(held, message) for the plan's `assert noise`, None when the plan has none."""
-    from ..runner.results import RunDirectory
+    from ..store.results import RunDirectory
     header = RunDirectory(run_dir).plan_header()
     wanted = header.get("assert_noise")
     if not wanted:
@@ -52,7 +52,7 @@ def _manifest(run_dir: Path) -> dict | None:
 
 def _shard_of(run_dir: Path) -> str | None:
     """`I/N` when the run directory is one shard of a plan (its manifest says so)."""
-    from ..runner.shards import recorded_shard
+    from ..store.shards import recorded_shard
     manifest = _manifest(run_dir)
     shard = recorded_shard(manifest) if manifest else None
     return None if shard is None else str(shard)

@@ -95,7 +95,7 @@ def difference(groups_a: list[list[float]], groups_b: list[list[float]], resampl
 # With 2 or 3 rounds the bootstrap over rounds sees 2 or 3 values and cannot estimate how much a
 # round's conditions move the median: its intervals come out too narrow. A t-interval on the round
 # medians treats each round as one observation and widens with few rounds as it should (t with
-# 1 degree of freedom is 12.7). The report uses it where a cell has few rounds (docs in README,
+# 1 degree of freedom is 12.7). The report uses it where a cell has few rounds (docs/reports.md,
 # "The noise floor"); the A/A check in rbl/report/noise.py is how it was chosen.
 FEW_ROUNDS = 3                          # cells with at most this many rounds are marked
 INTERVAL_METHODS = ("auto", "bootstrap", "rounds-t")

@@ -14,39 +14,33 @@ from typing import Iterable
 
 from rich.console import Console
 
-from ..errors import EXIT_OK, EnvironmentMissing, UsageError
+from ..errors import EXIT_OK, EnvironmentMissing
+from .backend import Backend
 from .liveness import probe_target
-from .local import LocalOptions
 
 PROBES = 40
 
 
-def dry_run(header: dict, lines: Iterable[str], options: LocalOptions, console: Console) -> int:
-    from ..compiler.plan import axis_largest
+def dry_run(header: dict, lines: Iterable[str], backend: Backend, console: Console) -> int:
     from ..estimate import estimate, sample_lines
-    from .run import _backend, check_environment
 
-    if options.backend not in ("local", "docker"):
-        raise UsageError(f"--dry-run starts the local or docker services; the {options.backend} backend "
-                         "has its own checks", hint="run it with --backend local or docker")
-    check_environment(header, options, console)
-    options.max_users = axis_largest(header["users"])
+    backend.check(header, console)
     libraries = {c["library"]: c["service"] for c in header["clients"]}
     with tempfile.TemporaryDirectory(prefix="rbl-dry-run-") as work:
         logs = Path(work) / "logs"
         logs.mkdir()
-        run = _Scratch(Path(work), logs)
         console.print("dry run: starting the services ...", highlight=False)
-        with _backend(run, header, libraries, options) as backend:
-            problem = probe_target(*backend.target_probe())
+        with backend.start(header, Path(work), logs) as services:
+            probe = services.target_probe()
+            problem = probe_target(*probe) if probe else None
             if problem:
                 raise EnvironmentMissing(f"the target does not answer through the proxy: {problem}")
-            request_ms = _request_ms(backend.target_url(header["target"]["path"]))
-            versions = backend.client_versions()
-            lost = backend.lost_services()
+            request_ms = _request_ms(services.target_url(header["target"]["path"]))
+            versions = services.client_versions()
+            lost = services.lost_services()
             if lost:
                 raise EnvironmentMissing(lost[0][1])
-            console.print(f"  target and fault proxy ({backend.proxy_kind}): answering; one request "
+            console.print(f"  target and fault proxy ({services.proxy_kind}): answering; one request "
                           f"{request_ms:.1f} ms (median of {PROBES})", highlight=False, markup=False)
             for library, version in versions.items():
                 console.print(f"  {library} client service ({libraries[library]}): healthy, "
@@ -57,14 +51,6 @@ def dry_run(header: dict, lines: Iterable[str], options: LocalOptions, console: 
     console.print("dry run: the services started, answered and stopped; no scenario was run and no run "
                   "directory was written", highlight=False, markup=False)
     return EXIT_OK
-
-
-class _Scratch:
-    """What the backends need of a run directory: its path and its logs directory."""
-
-    def __init__(self, path: Path, logs: Path):
-        self.path = path
-        self.logs = logs
 
 
 def _request_ms(url: str) -> float:

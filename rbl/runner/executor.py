@@ -1,5 +1,5 @@
 """Executes a plan: every scenario x round in the run's order (run_order.py: Algorithm 1's by
-default), one at a time (README, Running). A scenario's first `warmup` rounds are run and stored
+default), one at a time (docs/running.md). A scenario's first `warmup` rounds are run and stored
 like the others, flagged `warmup: true`.
 
 Per round: set the scenario's fault and confirm it, reset the proxy's counters, start `u`
@@ -23,12 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ..store.metrics import vu_metrics
+from ..store.results import RunDirectory
+from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
+from .backend import Services
 from .liveness import ServicesLost, probe_target
-from .metrics import vu_metrics
 from .oracles import (Violation, as_records, fault_rate_violation, request_count_violation,
                       user_violations)
-from .results import RunDirectory
-from .run_order import RunOrder, ordered_runs, rounds_per_scenario
 
 DEFAULT_ROUND_TIMEOUT = 300.0
 VU_TIME_SHARE = 0.9       # of the round timeout, given to a virtual user's loop (see protocol.py)
@@ -98,11 +99,11 @@ def post_job(address: tuple[str, int], job: dict, timeout: float) -> tuple[dict,
 
 
 class Executor:
-    def __init__(self, run: RunDirectory, backend, header: dict, progress, round_timeout: float = DEFAULT_ROUND_TIMEOUT,
-                 order: RunOrder = RunOrder()):
+    def __init__(self, run: RunDirectory, services: Services, header: dict, progress,
+                 round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: RunOrder = RunOrder()):
         self.run = run
         self.order = order
-        self.backend = backend
+        self.services = services
         self.header = header
         self.progress = progress
         self.round_timeout = round_timeout
@@ -157,14 +158,14 @@ class Executor:
     def _check_services(self, library: str, through_proxy: bool) -> None:
         """The target, the proxy and this round's client service still run as the runner's own
         children; with `through_proxy`, a request through the proxy also reaches the run's own target."""
-        for owner, why in self.backend.lost_services():
+        for owner, why in self.services.lost_services():
             if owner is None:
                 raise ServicesLost(why)
             if owner == library:
                 raise RoundFailed(why)          # a client service is restarted, as when it dies mid-round
-        probe = self.backend.target_probe() if through_proxy else None
+        probe = self.services.target_probe() if through_proxy else None
         if probe is not None:
-            self.backend.fault.clear()          # the last round's fault would abort or delay the probe
+            self.services.fault.clear()          # the last round's fault would abort or delay the probe
             problem = probe_target(*probe)
             if problem:
                 raise ServicesLost(problem)
@@ -172,17 +173,17 @@ class Executor:
     def _recover(self, library: str) -> None:
         """Restart the client service so a dead or hung one does not fail every later round."""
         self.progress.note(f"restarting the {library} client service")
-        self.backend.restart_client(library)
+        self.services.restart_client(library)
 
     def run_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
         begin = time.perf_counter()
         client = self.clients[scenario["client"]]
-        fault = self.backend.fault
+        fault = self.services.fault
         self._check_services(scenario["library"], through_proxy=True)
         fault.apply(scenario["fault"])
         fault.reset_counters()
-        address = self.backend.client_address(scenario["library"])
-        base_job = {"strategy": strategy_for(scenario), "target_url": self.backend.target_url(self.header["target"]["path"]),
+        address = self.services.client_address(scenario["library"])
+        base_job = {"strategy": strategy_for(scenario), "target_url": self.services.target_url(self.header["target"]["path"]),
                     "successes": scenario["successes"], "max_requests": scenario["max_requests"],
                     "share": client.get("share", "user"),
                     "instance": f"{self.session}/{scenario['id']}/{round_number}",

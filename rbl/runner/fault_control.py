@@ -1,4 +1,4 @@
-"""Fault control through the Envoy admin API subset (rbl/services/fault_proxy.py), for rbl's proxy and real Envoy alike.
+"""Fault control through the Envoy admin API subset (rbl/dataplane/fault_proxy.py), for rbl's proxy and real Envoy alike.
 
 A change is applied with POST /runtime_modify and then read back from GET /runtime, so the runner
 knows the fault is in force before the virtual users start (the original tool slept 500 ms and

@@ -5,10 +5,8 @@ from __future__ import annotations
 import http.client
 from urllib.parse import urlsplit
 
+from ..dataplane.target_token import TOKEN_HEADER
 from ..errors import EXIT_ENVIRONMENT, RblError
-
-TOKEN_HEADER = "X-Rbl-Target"        # added to every response by target_app.py
-TOKEN_ENV = "RBL_TARGET_TOKEN"       # how the runner hands the token to gunicorn's workers
 PROBE_PATH = "/status/200"
 PROBE_TIMEOUT = 10.0
 

@@ -2,7 +2,7 @@
 
 The conformance suite checks a client service once, on its own configurations; a production run
 with other settings would otherwise be trusted blindly. So the runner checks each virtual user's
-raw observations (rbl/services/protocol.py) against the pattern's invariants for the scenario's
+raw observations (clients/protocol.py) against the pattern's invariants for the scenario's
 native configuration, as rbl/neutral/semantics.py computes them from the library's formulas:
 
 - baseline: a call sends exactly one request;
@@ -15,7 +15,7 @@ native configuration, as rbl/neutral/semantics.py computes them from the library
   proxy realised lies in the binomial (Wilson) interval of the configured rate, at a level that
   accounts for testing every round of the run (Bonferroni), so a correct run stays silent.
 
-Limits (README, Threats to validity): random waits (e.g. tenacity's wait_random_exponential) are
+Limits (docs/threats-to-validity.md): random waits (e.g. tenacity's wait_random_exponential) are
 checked for attempts only; a breaker shared by all users (`share = client`) is not checked,
 since each user's timestamps count from its own job start and cannot be interleaved; a breaker
 that does not open on consecutive failures (a failure-rate window) is not checked; a library
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from ..neutral.semantics import WAIT_TOLERANCE_MS, BreakerBehaviour, RetryBehaviour, behaviour_of
-from .metrics import is_success
+from ..store.metrics import is_success
 
 # How much shorter than configured a measured wait may be: the library's own rounding to whole
 # milliseconds (WAIT_TOLERANCE_MS) plus the gap between where the client takes its timestamps and

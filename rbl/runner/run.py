@@ -1,4 +1,4 @@
-"""`rbl run`: from a plan to a finished run directory, on the local backend.
+"""`rbl run`: from a plan to a finished run directory, on the backend the CLI chose.
 
 Order matters for the user: requirements are checked before anything is created or started;
 services always stop (success, failure, Ctrl-C, SIGTERM); the CSV and manifest are written even
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-import random
 import re
 import signal
 import sys
@@ -23,22 +22,20 @@ from typing import Iterable
 from rich.console import Console
 
 from .. import __version__
-from ..compiler.plan import axis_largest
-from ..errors import EXIT_OK, EXIT_RUN_FAILED, EnvironmentMissing, RblError, StorageError, UsageError
-from .client_builds import BUILT_CLIENTS, client_jar
-from .durable import is_storage_error, storage_error
-from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
-from .local import LocalBackend, LocalOptions
-from .other_work import OtherWork, shared_machine_note
-from .plan_file import check_header
-from .progress import BuildNotice, RunProgress
-from .requirements import check_requirements
-from .results import RunDirectory
-from . import shards
-from .shards import Shard
-from .run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
+from ..errors import EXIT_OK, EXIT_RUN_FAILED, RblError, StorageError, UsageError
 from ..report.keyed_table import output_width
 from ..report.labels import Labeller
+from ..report.other_work import shared_machine_note
+from ..store import shards
+from ..store.durable import is_storage_error, storage_error
+from ..store.plan_file import check_header
+from ..store.results import RunDirectory
+from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
+from ..store.shards import Shard
+from .backend import Backend
+from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
+from .other_work import OtherWork
+from .progress import RunProgress
 from .summary import print_failures, print_summary
 from .violations import print_violations, violation_counts
 
@@ -51,38 +48,14 @@ def default_run_dir(name) -> Path:
     return Path("runs") / f"{safe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def check_environment(header: dict, options: LocalOptions, console: Console) -> None:
-    """Everything the run needs on this machine, before anything is created or started."""
-    if options.backend == "docker":
-        from ..backends.artifacts import plan_deployment
-        from .docker_backend import DockerOptions, connect
-        deployment, _ = plan_deployment(header, (options.docker or DockerOptions()).images)   # a bad --image
-        if deployment.warnings:
-            raise EnvironmentMissing(deployment.warnings[0], hint="the docker backend runs only client services "
-                                                                   "it can build or that you name with --image")
-        connect()                  # clients are built inside images: no local java or mvn needed
-        return
-    check_requirements(header["clients"], options.client_jars)
-    prepare_clients(header, options, console)
-
-
-def prepare_clients(header: dict, options: LocalOptions, console: Console) -> None:
-    """Build (or find in the cache) the jars of the plan's Java clients, before anything starts."""
-    for client in header["clients"]:
-        library, kind = client["library"], client["service"]
-        if kind in BUILT_CLIENTS:
-            with BuildNotice(console) as notice:     # a first build takes a while: say it is alive
-                options.client_jars[library] = client_jar(kind, options.client_jars.get(library), say=notice.say)
-
-
-def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: LocalOptions,
+def start_run(header: dict, scenario_lines: Iterable[str], out: Path, backend: Backend,
               console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
               order_seed: int | None = None, allow_violations: bool = False, shard: Shard | None = None) -> int:
     run_order = choose_order(header, order, order_seed)          # a bad --order before anything exists
     check_order_fits(run_order, header)
     if shard is not None:
         shards.check_fits(shard, header)
-    check_environment(header, options, console)
+    backend.check(header, console)          # everything the plan needs, before anything is created
     libraries = [c["library"] for c in header["clients"]]
     run = RunDirectory.create(out, header, scenario_lines, _new_manifest(header, list(dict.fromkeys(libraries))))
     try:
@@ -90,12 +63,12 @@ def start_run(header: dict, scenario_lines: Iterable[str], out: Path, options: L
         if shards.apply(run, header, shard, rounds_per_scenario(header)):
             console.print(f"shard {shard}: {run.read_manifest()['shard']['scenarios']} of {header['size']} scenarios",
                           highlight=False)
-        return _execute(run, header, options, console, round_timeout, run_order, allow_violations)
+        return _execute(run, header, backend, console, round_timeout, run_order, allow_violations)
     finally:
         run.close()
 
 
-def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: str | None = None,
+def resume_run(out: Path, backend: Backend, console: Console, spec_sha256: str | None = None,
                round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
                order_seed: int | None = None, allow_violations: bool = False) -> int:
     run = RunDirectory.resume(out)
@@ -107,12 +80,12 @@ def resume_run(out: Path, options: LocalOptions, console: Console, spec_sha256: 
                              hint="resume without the spec argument, or start a new run")
         run_order = _resumed_order(run, header, order, order_seed, console)
         shards.apply(run, header, shards.recorded_shard(run.read_manifest()), rounds_per_scenario(header))
-        check_environment(header, options, console)
+        backend.check(header, console)
         for warning in run.warnings:
             console.print(f"warning: {warning}", highlight=False, markup=False)
         console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done",
                       highlight=False)
-        return _execute(run, header, options, console, round_timeout, run_order, allow_violations)
+        return _execute(run, header, backend, console, round_timeout, run_order, allow_violations)
     finally:
         run.close()
 
@@ -132,15 +105,8 @@ def _resumed_order(run: RunDirectory, header: dict, kind: str | None, seed: int 
     return recorded
 
 
-def _backend(run: RunDirectory, header: dict, libraries: dict[str, str], options: LocalOptions):
-    if options.backend == "docker":
-        from .docker_backend import DockerBackend, DockerOptions
-        return DockerBackend(run.path, run.logs, header, options.docker or DockerOptions())
-    return LocalBackend(run.logs, libraries, options)
-
-
 @contextmanager
-def _sigterm_as_interrupt():
+def sigterm_as_interrupt():
     """SIGTERM stops a run like Ctrl-C does: services are stopped, finished rounds are kept."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -151,35 +117,30 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Console, round_timeout: float,
+def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console, round_timeout: float,
              order: RunOrder = RunOrder(), allow_violations: bool = False) -> int:
-    if options.seed is None:
-        options.seed = random.randrange(2**32)
-    libraries = {c["library"]: c["service"] for c in header["clients"]}
-    options.max_users = axis_largest(header["users"])
-    manifest = run.read_manifest() or _new_manifest(header, list(libraries))
+    libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
+    manifest = run.read_manifest() or _new_manifest(header, libraries)
     manifest["order"] = order.record()
     manifest["warmup"] = header.get("warmup", 0)
-    session = {"started_at": _now(), "runner_pid": os.getpid(), "proxy_seed": options.seed,
-               "target_workers": options.workers, "target_threads": options.threads,
-               "status": "running"}
+    session = {"started_at": _now(), "runner_pid": os.getpid(), "backend": backend.name,
+               **backend.session_settings(), "status": "running"}
     manifest.setdefault("sessions", []).append(session)
     manifest["status"] = "running"
     run.write_manifest(manifest)
     executor: Executor | None = None
-    # docker's services are not the runner's children: only a local run can tell its own CPU from others'
-    other_work = OtherWork() if options.backend != "docker" else nullcontext()
+    other_work = OtherWork() if backend.samples_other_work else nullcontext()
     try:
-        with _sigterm_as_interrupt(), _backend(run, header, libraries, options) as backend:
-            session["proxy"] = backend.proxy_kind
-            session["pids"] = backend.pids()
-            for library, reported in backend.client_versions().items():   # e.g. the JVM client's library
+        with sigterm_as_interrupt(), backend.start(header, run.path, run.logs) as services:
+            session["proxy"] = services.proxy_kind
+            session["pids"] = services.pids()
+            for library, reported in services.client_versions().items():   # e.g. the JVM client's library
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
             with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header),
                              run.scenarios, plan_size=header["size"]) as progress:
-                executor = Executor(run, backend, header, progress, round_timeout, order)
+                executor = Executor(run, services, header, progress, round_timeout, order)
                 with other_work:                   # while the rounds run: not the services' start and stop
                     executor.execute()
         outcome = executor.outcome
@@ -222,7 +183,7 @@ def _execute(run: RunDirectory, header: dict, options: LocalOptions, console: Co
 
 
 def _note_other_work(session: dict, other_work) -> None:
-    """The session's record of the CPU other work took while it ran (rbl/runner/other_work.py)."""
+    """The session's record of the CPU other work took while it ran (other_work.py)."""
     record = other_work.record() if isinstance(other_work, OtherWork) else None
     if record:
         session["otherWork"] = record

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ..report.keyed_table import NumberColumn, print_keyed_table
 from ..report.labels import METRIC_TITLES, Labeller, plural
-from .results import RunDirectory
+from ..store.results import RunDirectory
 
 
 def _median(values: list[float]) -> str:

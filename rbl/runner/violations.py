@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .results import RunDirectory
+from ..store.results import RunDirectory
 
 SHOWN_EXAMPLES = 3
 

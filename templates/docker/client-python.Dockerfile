@@ -6,4 +6,4 @@ COPY rbl /opt/rbl
 # system Python refuses pip installs (PEP 668)
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir /opt/rbl
 ENV PATH=/opt/venv/bin:$PATH
-ENTRYPOINT ["python", "-m", "rbl.services.python_client"]
+ENTRYPOINT ["python", "-m", "rbl.clients.python.service"]

@@ -11,7 +11,7 @@ set -eu
 # on every response, so the runner can tell its own target from anything else on the port.
 app=httpbin:app
 if [ -n "${RBL_TARGET_TOKEN:-}" ]; then
-    app=rbl.runner.target_app:app
+    app=rbl.dataplane.target_app:app
 fi
 gunicorn --bind "127.0.0.1:${HTTPBIN_PORT}" --workers "${HTTPBIN_WORKERS}" --worker-class gthread \
     --threads "${HTTPBIN_THREADS}" --graceful-timeout 2 "${app}" &
@@ -23,4 +23,4 @@ set -- --listen "${BIND_HOST}:${PROXY_PORT}" --admin "${BIND_HOST}:${ADMIN_PORT}
 if [ -n "${RBL_PROXY_SEED:-}" ]; then
     set -- "$@" --seed "${RBL_PROXY_SEED}"
 fi
-exec python -m rbl.services.fault_proxy "$@"
+exec python -m rbl.dataplane.fault_proxy "$@"

@@ -16,12 +16,12 @@ COPY rbl /opt/rbl
 RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir /opt/rbl
 # XDG_CACHE_HOME: the pod's rbl looks for the built clients where a local run does, in its cache
 ENV PATH=/opt/venv/bin:$PATH XDG_CACHE_HOME=/opt/rbl-cache
-# the client sources become rbl.clients: the cache's names are digests of them
+# the client sources join rbl.clients (which holds the Python client): the cache's names are digests of them
 COPY {{ sources }} /opt/rbl-clients
-RUN cp -r /opt/rbl-clients "$(python3 -c 'import os, rbl; print(os.path.dirname(rbl.__file__))')/clients" \
+RUN cp -r /opt/rbl-clients/. "$(python3 -c 'import os, rbl; print(os.path.dirname(rbl.__file__))')/clients/" \
     && rm -rf /opt/rbl-clients
 COPY {{ cache }} /opt/rbl-cache
 # fails the build when a client is not where the pod's rbl will look, or its runtime is missing
-RUN python3 -m rbl.backends.kubernetes_image {{ clients | join(" ") }}
+RUN python3 -m rbl.backends.kubernetes.image {{ clients | join(" ") }}
 WORKDIR /tmp
 CMD ["rbl", "--help"]

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from rbl.runner import client_builds
+from rbl.backends import client_builds
 
 from ..live_services import Proxy
 from .profiles import PROFILES
@@ -37,7 +37,7 @@ def ids(profiles) -> list[str]:
 
 def client_command(profile) -> list[str]:
     if profile.kind == "python":
-        return [sys.executable, "-m", "rbl.services.python_client", "--library", profile.library]
+        return [sys.executable, "-m", "rbl.clients.python.service", "--library", profile.library]
     command = client_builds.client_command(profile.kind, client_builds.client_artifact(profile.kind))
     return command if profile.kind == "resilience4j" else command + ["--library", profile.library]
 
@@ -55,7 +55,7 @@ def start_client(profile, target_port: int, *extra: str) -> tuple[subprocess.Pop
 @pytest.fixture(scope="module")
 def conformance_proxy(httpbin):
     listen = os.environ.get("RBL_CONFORMANCE_TARGET", "127.0.0.1:0")
-    process = subprocess.Popen([sys.executable, "-m", "rbl.services.fault_proxy", "--upstream",
+    process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
                                 f"127.0.0.1:{httpbin}", "--listen", listen, "--seed", "7"],
                                stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline().split()

@@ -1,4 +1,4 @@
-"""Conformance checks for hostile input and the limits of rbl/services/protocol.py: every request
+"""Conformance checks for hostile input and the limits of clients/protocol.py: every request
 gets a well-formed reply (never a dropped connection or a hang), jobs reach only the service's
 --target, max_duration_ms and max_requests bound a call in progress, connections are capped, and a
 job stops when its caller leaves. Early is judged strictly, late generously (a busy 2-core machine)."""
@@ -12,7 +12,7 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from rbl.services.protocol import CUT_GRACE_MS, MAX_BODY_BYTES, MAX_JOBS, READ_TIMEOUT_S
+from rbl.clients.protocol import CUT_GRACE_MS, MAX_BODY_BYTES, MAX_JOBS, READ_TIMEOUT_S
 
 from .checks import expand, post
 from .profiles import Profile

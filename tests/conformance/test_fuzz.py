@@ -9,7 +9,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rbl.services.protocol import MAX_COUNT
+from rbl.clients.protocol import MAX_COUNT
 
 from . import hostile
 from .conftest import ids, selected_profiles

@@ -1,5 +1,5 @@
 'use strict';
-// rbl's Node.js client service: rbl client protocol v1 (rbl/services/protocol.py) over cockatiel or opossum.
+// rbl's Node.js client service: rbl client protocol v1 (clients/protocol.py) over cockatiel or opossum.
 //
 // Run: node src/main.js --library cockatiel|opossum --target 127.0.0.1:PORT [--listen 127.0.0.1:0] [--max-jobs 512]
 // It prints `listening PORT` on stdout once bound.

@@ -1,5 +1,5 @@
 'use strict';
-// rbl client protocol v1: limits and the reply's call log (rbl/services/protocol.py is the reference).
+// rbl client protocol v1: limits and the reply's call log (clients/protocol.py is the reference).
 
 const PROTOCOL_VERSION = 1;
 const SHARE_MODES = ['user', 'client'];

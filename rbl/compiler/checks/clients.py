@@ -12,7 +12,7 @@ from .neutral import APPROXIMATE_SETTING, neutral_client
 from .values import evaluate_axis, evaluate_single, report_set_twice
 
 
-# A client-level setting, not a library parameter: who shares one pattern instance (rbl/services/protocol.py).
+# A client-level setting, not a library parameter: who shares one pattern instance (clients/protocol.py).
 SHARE_SETTING = "share"
 SHARE_TYPE = ParamType("enum", ("user", "client"))
 

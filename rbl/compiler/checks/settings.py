@@ -50,7 +50,7 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
         ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
                                      Bound("<=", Value("percent", Fraction(100))))),
         Value("percent", Fraction(0)), True, "share of requests faulted (F)"),
-    # experiment design (rbl/runner/run_order.py): the order rounds run in, and rounds run first
+    # experiment design (rbl/store/run_order.py): the order rounds run in, and rounds run first
     # per scenario, stored but left out of the report's statistics
     "order": SettingDef(ParamType("enum", ORDERS), Value("enum", "sequential"), False,
                         "sequential (Algorithm 1), randomized (all rounds shuffled) or blocked "

@@ -1,4 +1,4 @@
-// rbl's Go client service: rbl client protocol v1 (rbl/services/protocol.py) over failsafe-go,
+// rbl's Go client service: rbl client protocol v1 (clients/protocol.py) over failsafe-go,
 // sony/gobreaker v2 or cenkalti/backoff v5.
 //
 // Run: rbl-client-go --library failsafe|gobreaker|backoff --target 127.0.0.1:PORT [--listen 127.0.0.1:0] [--max-jobs 512]

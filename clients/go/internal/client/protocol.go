@@ -1,10 +1,10 @@
-// Package client is rbl's Go client service: rbl client protocol v1 (rbl/services/protocol.py)
+// Package client is rbl's Go client service: rbl client protocol v1 (clients/protocol.py)
 // over failsafe-go, sony/gobreaker v2 and cenkalti/backoff v5.
 package client
 
 import "errors"
 
-// Limits every client service applies (rbl/services/protocol.py).
+// Limits every client service applies (clients/protocol.py).
 const (
 	ProtocolVersion     = 1
 	MaxBodyBytes        = 1 << 20

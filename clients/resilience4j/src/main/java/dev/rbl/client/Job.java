@@ -7,7 +7,7 @@ import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-/** One virtual user's job (rbl client protocol v1), checked as rbl/services/job_request.py checks it. */
+/** One virtual user's job (rbl client protocol v1), checked as clients/python/job_request.py checks it. */
 record Job(List<Step> strategy, Address target, String path, long successes, long maxRequests, String share,
            String instance, long vu, long maxDurationMs) {
 

@@ -12,7 +12,7 @@ import java.util.Properties;
 import java.util.function.BooleanSupplier;
 
 /**
- * rbl's Resilience4j client service: rbl client protocol v1 (rbl/services/protocol.py).
+ * rbl's Resilience4j client service: rbl client protocol v1 (clients/protocol.py).
  * Usage: java -jar rbl-client-resilience4j.jar --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]
  * (listen default 127.0.0.1:0; --target is the only address jobs may send requests to); prints
  * `listening PORT` once bound.

@@ -1,0 +1,119 @@
+"""Resilience patterns built from the real tenacity and pybreaker libraries.
+
+A pattern turns "send one request" into "one call": `wrap(fn)` returns a function that invokes
+`fn` through the library. Parameters arrive library-native (names and units as in the catalogue:
+tenacity durations in seconds, pybreaker `reset_timeout` in seconds), exactly as the plan holds
+them, so what the spec says is what the library gets.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Callable
+
+import pybreaker
+import tenacity
+
+from .job_limits import guarded_sleep
+from ..protocol import JobError
+
+Call = Callable[[], object]
+
+
+class RequestFailed(Exception):
+    """A request that did not return 2xx (or could not connect): what the patterns react to."""
+
+
+def _identity(fn: Call) -> Call:
+    return fn
+
+
+# The largest duration (seconds) or factor a parameter may have: far beyond any useful value, but
+# small enough for datetime arithmetic (pybreaker) and float powers; max_duration_ms bounds the job.
+MAX_PARAMETER = 1e9
+
+
+def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str, ...] = ()) -> dict:
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise JobError(f"unknown parameter(s) {', '.join(unknown)[:200]}; expected {', '.join(allowed)}")
+    for name, value in params.items():
+        kinds = allowed[name]
+        if isinstance(value, bool) and kinds is not bool:
+            raise JobError(f"`{name}` must be a number, got {value!r}")
+        if not isinstance(value, kinds):
+            raise JobError(f"`{name}` has the wrong type: {repr(value)[:60]}")
+        if kinds is not bool and kinds is not str:
+            _in_range(name, value, 1 if name in positive else 0, kinds is int)
+    return params
+
+
+def _in_range(name: str, value: float, low: int, count: bool) -> None:
+    # counts may be as large as 64 bits allow (the request budget bounds them); durations and
+    # factors must be finite (the JSON decoder already refused inf and NaN) and at most MAX_PARAMETER
+    high = (1 << 63) - 1 if count else MAX_PARAMETER
+    if not low <= value <= high:
+        raise JobError(f"`{name}` must be between {low} and {high:g}, got {value!r}")
+
+
+_NUMBER = (int, float)
+TENACITY_RETRY = {"stop_after_attempt": int, "wait": str, "wait_fixed": _NUMBER, "multiplier": _NUMBER,
+                  "exp_base": _NUMBER, "min": _NUMBER, "max": _NUMBER}
+
+
+def tenacity_retry(params: dict) -> Callable[[Call], Call]:
+    p = _params(params, TENACITY_RETRY, positive=("stop_after_attempt",))
+    waits = {
+        "none": lambda: tenacity.wait_none(),
+        "fixed": lambda: tenacity.wait_fixed(p.get("wait_fixed", 1)),
+        "exponential": lambda: tenacity.wait_exponential(**_exponential(p)),
+        "random_exponential": lambda: tenacity.wait_random_exponential(**_exponential(p)),
+    }
+    kind = p.get("wait", "exponential")
+    if kind not in waits:
+        raise JobError(f"`wait` must be one of {', '.join(waits)}, got {kind!r}")
+    retrying = tenacity.Retrying(stop=tenacity.stop_after_attempt(p.get("stop_after_attempt", 3)),
+                                 wait=waits[kind](), retry=tenacity.retry_if_exception_type(RequestFailed),
+                                 reraise=True, sleep=guarded_sleep)   # waits end at the job's limits
+
+    def wrap(fn: Call) -> Call:
+        # copy(): a Retrying carries per-call state; one copy per call keeps threads apart
+        return lambda: retrying.copy()(fn)
+    return wrap
+
+
+def _exponential(p: dict) -> dict:
+    args = {"multiplier": p.get("multiplier", 1), "exp_base": p.get("exp_base", 2), "min": p.get("min", 0)}
+    if "max" in p:
+        args["max"] = p["max"]
+    return args
+
+
+PYBREAKER_CIRCUIT_BREAKER = {"fail_max": int, "reset_timeout": _NUMBER, "success_threshold": int,
+                             "throw_new_error_on_trip": bool}
+
+
+def pybreaker_circuit_breaker(params: dict) -> Callable[[Call], Call]:
+    p = _params(params, PYBREAKER_CIRCUIT_BREAKER, positive=("fail_max", "success_threshold"))
+    breaker = pybreaker.CircuitBreaker(fail_max=p.get("fail_max", 5), reset_timeout=p.get("reset_timeout", 60),
+                                       success_threshold=p.get("success_threshold", 1),
+                                       throw_new_error_on_trip=p.get("throw_new_error_on_trip", True))
+    return lambda fn: (lambda: breaker.call(fn))
+
+
+def baseline(params: dict) -> Callable[[Call], Call]:
+    _params(params, {})
+    return _identity
+
+
+LIBRARIES: dict[str, dict[str, Callable[[dict], Callable[[Call], Call]]]] = {
+    "tenacity": {"baseline": baseline, "retry": tenacity_retry},
+    "pybreaker": {"baseline": baseline, "circuit_breaker": pybreaker_circuit_breaker},
+}
+
+
+def library_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"

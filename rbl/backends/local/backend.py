@@ -1,0 +1,252 @@
+"""The local backend, the embedded default: httpbin under gunicorn, the fault proxy and the client
+services as processes on this machine.
+
+LocalBackend checks the machine (the Python libraries, the toolchains of the clients it builds)
+and builds what needs building before anything starts. LocalServices is one run's services, used
+as a context manager: services start as soon as what they depend on is known (the target and the
+proxy at once, since the proxy needs only the target's port; the clients, side by side, once the
+proxy has its port), each health-checked with a timeout, and all stop at once on success,
+failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from ...clients.protocol import max_jobs_arguments
+from ...compiler.plan import axis_largest
+from ...dataplane.target_token import TOKEN_ENV
+from ...errors import EnvironmentMissing, UsageError
+from ...runner.fault_control import FaultControl
+from ...runner.liveness import process_problem
+from ...runner.progress import BuildNotice
+from ..client_builds import BUILT_CLIENTS, RECIPES, client_command, client_jar
+from ..net import HOST, free_port, reported_version
+from .processes import Service, ServiceNotReady, stop_all
+from .requirements import check_requirements
+
+READY_TIMEOUT = 30.0
+PROXY_KINDS = ("auto", "builtin", "envoy")
+
+
+@dataclass
+class LocalOptions:
+    # gunicorn workers serving httpbin: one per core (more only adds contention with the proxy
+    # and the clients on the same machine; see bench/proxy_overhead.py) ...
+    workers: int = field(default_factory=lambda: os.cpu_count() or 2)
+    threads: int = 16                # ... each with this many threads (gthread: keep-alive, and
+                                     # 150 virtual users are not queued behind 4 sync workers)
+    proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
+    seed: int | None = None          # the built-in proxy's fault decision seed
+    client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
+
+
+def resolve_proxy(kind: str) -> str:
+    if kind not in PROXY_KINDS:
+        raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {kind!r}")
+    if kind == "auto":
+        return "envoy" if shutil.which("envoy") else "builtin"
+    if kind == "envoy" and not shutil.which("envoy"):
+        raise EnvironmentMissing("--proxy envoy needs an `envoy` binary on PATH",
+                                 hint="install Envoy (https://www.envoyproxy.io/docs/envoy/latest/start/install) "
+                                      "or use --proxy builtin")
+    return kind
+
+
+class LocalBackend:
+    """Processes on this machine (the runner's children, so other work can be measured)."""
+
+    name = "local"
+    samples_other_work = True
+
+    def __init__(self, options: LocalOptions | None = None):
+        self.options = options or LocalOptions()
+        resolve_proxy(self.options.proxy)             # a bad --proxy before a run directory exists
+        if self.options.seed is None:                 # random, but recorded: the run can be repeated
+            self.options.seed = random.randrange(2**32)
+
+    def check(self, header: dict, console: Console) -> None:
+        """The plan's libraries and toolchains, then the clients built (or found in the cache)."""
+        check_requirements(header["clients"], self.options.client_jars)
+        for client in header["clients"]:
+            library, kind = client["library"], client["service"]
+            if kind in BUILT_CLIENTS:
+                with BuildNotice(console) as notice:     # a first build takes a while: say it is alive
+                    self.options.client_jars[library] = client_jar(kind, self.options.client_jars.get(library),
+                                                                   say=notice.say)
+
+    def session_settings(self) -> dict:
+        return {"proxy_seed": self.options.seed, "target_workers": self.options.workers,
+                "target_threads": self.options.threads}
+
+    def start(self, header: dict, run_dir: Path, logs: Path) -> "LocalServices":
+        libraries = {c["library"]: c["service"] for c in header["clients"]}
+        return LocalServices(logs, libraries, self.options, axis_largest(header["users"]))
+
+
+class LocalServices:
+    """One run's processes: target, proxy and clients, with their endpoints."""
+
+    def __init__(self, logs: Path, libraries: dict[str, str], options: LocalOptions, max_users: int = 0):
+        self.logs = logs
+        self.libraries = libraries           # library -> its client service kind (the catalogue's `client`)
+        self.options = options
+        self.max_users = max_users           # the plan's largest user count: each client serves that many jobs at once
+        self.proxy_kind = resolve_proxy(options.proxy)
+        self.services: list[Service] = []
+        self.clients: dict[str, tuple[Service, int]] = {}
+        self.target_port = 0
+        self.proxy_port = 0
+        self.admin_port = 0
+        self.fault: FaultControl | None = None
+        self._lock = threading.Lock()                # services start from several threads
+        self._stopping = False
+        self._starters: ThreadPoolExecutor | None = None
+        # the target answers with it (target_app.py), so the runner can tell it from an impostor
+        self.target_token = secrets.token_hex(16)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "LocalServices":
+        self._stopping = False
+        # Services are started from these threads, which must live as long as the services do:
+        # the parent-death signal (processes.py) fires when the *thread* that forked a child exits.
+        self._starters = ThreadPoolExecutor(max_workers=1 + max(1, len(self.libraries)),
+                                            thread_name_prefix="rbl-start")
+        try:
+            target_port = free_port()
+            target = self._starters.submit(self._start_target, target_port)
+            self._start_proxy(target_port)           # needs the target's port, not the target
+            clients = [self._starters.submit(self.start_client, library) for library in self.libraries]
+            for started in [target, *clients]:
+                started.result()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True                    # a service still starting in a thread is not started
+            services = list(reversed(self.services))
+        stop_all(services)
+        self.services.clear()
+        self.clients.clear()
+        if self._starters is not None:
+            self._starters.shutdown(wait=True)       # its threads end at once: their services are gone
+            self._starters = None
+
+    def _start(self, name: str, argv: list[str], log: str, env: dict | None = None,
+               stop_signal: int = signal.SIGTERM) -> Service:
+        # a library's name comes from the plan: keep its log inside logs/ whatever it holds
+        with self._lock:
+            if self._stopping:
+                raise ServiceNotReady(f"the {name} was not started: the services are stopping")
+            service = Service(name, argv, self.logs / re.sub(r"[^A-Za-z0-9._-]", "_", log).lstrip("."), env,
+                              stop_signal)
+            self.services.append(service)
+        return service
+
+    # -- services ----------------------------------------------------------------------------
+    def _start_target(self, port: int) -> int:
+        # SIGKILL: the target keeps nothing worth a shutdown, and gunicorn's own (graceful, or the
+        # quick SIGQUIT) took 0.3-0.6 s, the longest of every service's stop
+        service = self._start("target (httpbin under gunicorn)",
+                              [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
+                               "--workers", str(self.options.workers), "--worker-class", "gthread",
+                               "--threads", str(self.options.threads), "--graceful-timeout", "2",
+                               "rbl.dataplane.target_app:app"], "target.log",
+                              env={**os.environ, TOKEN_ENV: self.target_token}, stop_signal=signal.SIGKILL)
+        service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
+        self.target_port = port
+        return port
+
+    def _start_proxy(self, target_port: int) -> None:
+        if self.proxy_kind == "envoy":
+            self._start_envoy(target_port)
+        else:
+            argv = [sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream", f"{HOST}:{target_port}"]
+            if self.options.seed is not None:
+                argv += ["--seed", str(self.options.seed)]
+            service = self._start("fault proxy (rbl)", argv, "proxy.log")
+            data, admin = service.read_announcement("listening", READY_TIMEOUT)
+            self.proxy_port, self.admin_port = int(data), int(admin)
+            service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
+        self.fault = FaultControl(HOST, self.admin_port)
+
+    def _start_envoy(self, target_port: int) -> None:
+        from ..envoy import EnvoyAddresses, write_envoy_config
+        self.proxy_port, self.admin_port = free_port(), free_port()
+        addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=HOST,
+                                   upstream_port=target_port, bind_host=HOST)
+        config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", addresses)
+        service = self._start("fault proxy (Envoy)", ["envoy", "-c", str(config), "--base-id-path",
+                                                      str(self.logs / "envoy.base-id"), "--use-dynamic-base-id",
+                                                      "--log-level", "warning"], "proxy.log")
+        service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
+
+    def start_client(self, library: str) -> None:
+        kind = self.libraries[library]
+        given = self.options.client_jars.get(library)     # built, or the user's --client-jar/-dir/-bin
+        if kind == "python":
+            argv = [sys.executable, "-m", "rbl.clients.python.service", "--library", library]
+        elif kind in RECIPES and given is not None:
+            argv = client_command(kind, given)
+            argv += [] if kind == "resilience4j" else ["--library", library]   # one service, several libraries
+        elif given is not None:
+            argv = [str(given)]           # a client service of a kind rbl does not ship, given with --client-bin
+        else:
+            raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
+        # --target: the only address the client may send requests to, the fault proxy's data port
+        argv += ["--listen", f"{HOST}:0", "--target", f"{HOST}:{self.proxy_port}"]
+        argv += max_jobs_arguments(self.max_users)     # above the service's default cap
+        service = self._start(f"{library} client service", argv, f"client-{library}.log")
+        (port,) = service.read_announcement("listening", READY_TIMEOUT)
+        service.wait_http(f"http://{HOST}:{port}/health", READY_TIMEOUT)
+        self.clients[library] = (service, int(port))
+
+    def restart_client(self, library: str) -> None:
+        """After a client died or hung: stop what is left of it and start a fresh one."""
+        service, _ = self.clients.pop(library)
+        service.stop(grace=1.0)
+        self.services.remove(service)
+        self.start_client(library)
+
+    def lost_services(self) -> list[tuple[str | None, str]]:
+        """(library or None for the target and proxy, why) for every service that is no longer ours."""
+        libraries = {id(service): library for library, (service, _) in self.clients.items()}
+        return [(libraries.get(id(service)), f"the {service.name} {problem}; see its log: {service.log_path}")
+                for service in self.services if (problem := process_problem(service.process))]
+
+    def target_probe(self) -> tuple[str, str] | None:
+        """Where a request through the proxy reaches the target, and the token it must answer with."""
+        return f"http://{HOST}:{self.proxy_port}", self.target_token
+
+    def pids(self) -> dict[str, int]:
+        """The running services' process ids (recorded in the manifest, for whoever needs to look)."""
+        return {service.name: service.process.pid for service in self.services}
+
+    def client_versions(self) -> dict[str, str | None]:
+        """The library versions the client services report on /health."""
+        return {library: reported_version(HOST, port) for library, (_, port) in self.clients.items()}
+
+    # -- addresses ---------------------------------------------------------------------------
+    def target_url(self, path: str) -> str:
+        return f"http://{HOST}:{self.proxy_port}{path}"
+
+    def client_address(self, library: str) -> tuple[str, int]:
+        return HOST, self.clients[library][1]

@@ -1,0 +1,65 @@
+"""What the runner needs of a backend, the one place that knows where a plan's services run.
+
+A backend answers one question: given a plan, how do the target, the fault proxy and the client
+services come up, where do they listen, and how do they go away. Everything else (order, rounds,
+fault switching, metrics, results, resume) is the runner's, once for every backend. The CLI picks
+the backend; the runner only calls these methods.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ContextManager, Protocol
+
+from rich.console import Console
+
+from .fault_control import FaultControl
+
+
+class Services(Protocol):
+    """A plan's services while they run: their endpoints, as the executor reaches them."""
+
+    proxy_kind: str                          # the fault proxy that runs: "builtin" or "envoy"
+    fault: FaultControl | None               # the proxy's admin API (set once the proxy is up)
+
+    def target_url(self, path: str) -> str:
+        """The URL a client service sends its requests to: the target's path through the proxy."""
+
+    def client_address(self, library: str) -> tuple[str, int]:
+        """Where the runner posts a virtual user's job for this library's client service."""
+
+    def restart_client(self, library: str) -> None:
+        """After a client died or hung: replace it with a fresh one."""
+
+    def lost_services(self) -> list[tuple[str | None, str]]:
+        """(library, or None for the target and proxy; why) for every service no longer running."""
+
+    def target_probe(self) -> tuple[str, str] | None:
+        """Where a request through the proxy reaches the target, and the token it answers with;
+        None when the target cannot be told from an impostor (a prebuilt image)."""
+
+    def pids(self) -> dict[str, object]:
+        """The services' process or container ids, recorded in the manifest."""
+
+    def client_versions(self) -> dict[str, str | None]:
+        """The library versions the client services report on /health."""
+
+
+class Backend(Protocol):
+    """One place a plan's services run (processes on this machine, a Docker engine, ...)."""
+
+    name: str
+    # the services are this runner's own child processes, so the CPU other work takes can be told
+    # apart from theirs (other_work.py); containers run under the engine, not under the runner
+    samples_other_work: bool
+
+    def check(self, header: dict, console: Console) -> None:
+        """Everything the plan needs of the machine, checked (and clients built) before anything
+        is created or started; raises EnvironmentMissing or UsageError."""
+
+    def session_settings(self) -> dict:
+        """This backend's settings, recorded in the manifest's session (e.g. the proxy's seed)."""
+
+    def start(self, header: dict, run_dir: Path, logs: Path) -> ContextManager[Services]:
+        """The plan's services, started on entering and stopped on leaving (success, failure or
+        Ctrl-C); their logs go to `logs`, artifacts the backend writes to `run_dir`."""

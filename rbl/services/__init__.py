@@ -1,1 +1,0 @@
-"""Services rbl ships: the fault proxy and the Python client service."""

@@ -1,0 +1,134 @@
+"""Table 2 of the seed paper, computed centrally from a client's raw observations (clients/protocol.py).
+
+Every library's client returns the same raw shape, so every metric is computed here, once, the
+same way. Names are the original tool's (its CSV columns); times are in milliseconds as there,
+with microsecond resolution. An average over nothing is None (an empty CSV cell), not 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+METRIC_COLUMNS = (
+    "successfulCalls", "unsuccessfulCalls", "totalCalls",
+    "successfulRequests", "unsuccessfulRequests", "totalRequests",
+    "successTime", "successTimePerRequest", "errorTime", "errorTimePerRequest",
+    "totalContentionTime", "contentionRate", "totalExecutionTime", "throughput",
+)
+LATENCY_COLUMNS = ("latencyP50", "latencyP95", "latencyP99")
+# Calls an open breaker rejects cost the client nothing, so how many it makes while open depends
+# on how fast its loop spins (one tool's 40 rejected calls are another's 4000): these Table 2
+# metrics are kept for comparison with the paper, but mean little for a circuit breaker ...
+SPIN_DEPENDENT = ("unsuccessfulCalls", "totalCalls")
+# ... and these say what the breaker did without counting rejected calls (docs/threats-to-validity.md).
+SPIN_FREE_COLUMNS = ("rejectedTime", "openTransitions", "requestsPerSuccess", "timeToNthSuccess")
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default method)."""
+    if not sorted_values:
+        return None
+    position = (len(sorted_values) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def _ms(microseconds: float) -> float:
+    return round(microseconds / 1000, 3)
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def is_success(status: int) -> bool:
+    return 200 <= status < 300
+
+
+def vu_metrics(observation: dict) -> dict:
+    """Table 2 metrics plus request latency percentiles for one virtual user's observation."""
+    successful_calls = unsuccessful_calls = 0
+    success_us = error_us = 0
+    successful_requests = unsuccessful_requests = 0
+    durations: list[int] = []
+    for call in observation["calls"]:
+        repeat = call.get("repeat", 1)
+        if call["ok"]:
+            successful_calls += repeat
+        else:
+            unsuccessful_calls += repeat
+        for _start, duration, status in call["requests"]:
+            durations.append(duration)
+            if is_success(status):
+                successful_requests += repeat
+                success_us += duration * repeat
+            else:
+                unsuccessful_requests += repeat
+                error_us += duration * repeat
+    total_us = observation["total_us"]
+    total_requests = successful_requests + unsuccessful_requests
+    durations.sort()
+    metrics = {
+        "successfulCalls": successful_calls,
+        "unsuccessfulCalls": unsuccessful_calls,
+        "totalCalls": successful_calls + unsuccessful_calls,
+        "successfulRequests": successful_requests,
+        "unsuccessfulRequests": unsuccessful_requests,
+        "totalRequests": total_requests,
+        "successTime": _ms(success_us),
+        "successTimePerRequest": _maybe_ms(_ratio(success_us, successful_requests)),
+        "errorTime": _ms(error_us),
+        "errorTimePerRequest": _maybe_ms(_ratio(error_us, unsuccessful_requests)),
+        "totalContentionTime": _ms(success_us + error_us),
+        "contentionRate": _round(_ratio(success_us + error_us, total_us)),
+        "totalExecutionTime": _ms(total_us),
+        "throughput": _round(_ratio(total_requests * 1_000_000, total_us)),
+    }
+    for column, q in zip(LATENCY_COLUMNS, (0.50, 0.95, 0.99)):
+        metrics[column] = _maybe_ms(percentile(durations, q))
+    metrics.update(spin_free_metrics(observation, total_requests, successful_calls))
+    return metrics
+
+
+def spin_free_metrics(observation: dict, total_requests: int, successful_calls: int) -> dict:
+    """Breaker metrics that do not count rejected calls. A rejected call carries no timestamp,
+    but the loop calls again at once, so a run of rejected calls starts when the request before it
+    ended and lasts until the next request starts (or the job ends): that is `rejectedTime`, and
+    each such run is one opening the user saw (`openTransitions`)."""
+    rejected_us = openings = 0
+    last_end = 0                      # job start: a breaker shared with other users may be open already
+    rejecting = False
+    nth_success_us = None
+    for call in observation["calls"]:
+        requests = call["requests"]
+        if not requests and not call["ok"] and not call.get("cut_short"):
+            if not rejecting:
+                openings += 1
+                rejecting = True
+            continue
+        if requests:
+            if rejecting:
+                rejected_us += max(0, requests[0][0] - last_end)
+                rejecting = False
+            last_end = requests[-1][0] + requests[-1][1]
+            if call["ok"]:
+                nth_success_us = last_end
+    if rejecting:                     # the job ended while the breaker still rejected
+        rejected_us += max(0, observation["total_us"] - last_end)
+    reached = observation.get("stopped_by") == "successes" and nth_success_us is not None
+    return {
+        "rejectedTime": _ms(rejected_us),
+        "openTransitions": openings,
+        "requestsPerSuccess": _round(_ratio(total_requests, successful_calls)),
+        # the n-th (last needed) success; empty when the user stopped before reaching it
+        "timeToNthSuccess": _ms(nth_success_us) if reached else None,
+    }
+
+
+def _maybe_ms(microseconds: float | None) -> float | None:
+    return None if microseconds is None else _ms(microseconds)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
