@@ -382,9 +382,12 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                               help="gunicorn workers serving httpbin [default: one per core]."),
         threads: int = typer.Option(16, "--threads", min=1, help="Threads per gunicorn worker."),
-        proxy: str = typer.Option("auto", "--proxy", help="auto (Envoy if on PATH), builtin or envoy."),
-        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the built-in proxy's fault "
-                                                                 "decisions [default: random, recorded]."),
+        proxy: str = typer.Option("auto", "--proxy", help="The fault proxy: auto (Envoy when installed, as by "
+                                                           "pip install 'rbl[envoy]'; else the built-in one), "
+                                                           "envoy or builtin."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the built-in proxy's fault decisions "
+                                                                 "(chooses it under --proxy auto) [default: "
+                                                                 "random, recorded]."),
         round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0,
                                             help="Seconds a virtual user may take before its round "
                                                  "counts as failed and its client is restarted."),
@@ -423,11 +426,13 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
     from .compiler.expand import iter_scenario_lines
     from .compiler.plan import plan_header
-    from .backends.local.backend import LocalOptions, resolve_proxy
+    from .backends.local.backend import LocalOptions
+    from .backends.local.proxy import PROXY_KINDS
     from .runner.run import default_run_dir, resume_run, start_run
     from .store.plan_file import check_header, load_plan_file
 
-    resolve_proxy(proxy)                  # fail on a bad --proxy before a run directory exists
+    if proxy not in PROXY_KINDS:          # (the local backend checks the rest, before a run directory exists)
+        raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {proxy!r}")
     options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=_client_jars(client_jar))
     if workers is not None:
         options.workers = workers

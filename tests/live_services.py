@@ -74,7 +74,8 @@ class Proxy:
 
     def counters(self) -> dict[str, int]:
         stats = json.loads(self.admin("GET", "/stats?format=json")[1])["stats"]
-        return {s["name"].removeprefix("http.ingress_http."): s["value"] for s in stats}
+        # Envoy's answer also holds histograms, which have no name
+        return {s["name"].removeprefix("http.ingress_http."): s["value"] for s in stats if "name" in s}
 
     def get_many(self, count: int, path: str = "/bytes/100") -> list[tuple[int, int]]:
         connection = http.client.HTTPConnection("127.0.0.1", self.data_port, timeout=10)

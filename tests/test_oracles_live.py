@@ -228,14 +228,17 @@ def test_a_mismapped_jvm_client_breaks_the_attempts_oracle(tmp_path):
     assert broken(tmp_path / "out") == {"resilience4j.retry": {"retry.attempts"}}
 
 
+@pytest.mark.parametrize("proxy", ["envoy", "builtin"])
 @pytest.mark.parametrize("example, options", [("quickstart.rbl", ()), ("equivalent-retry.rbl", ()),
                                               ("ccpe-listing4-resilience4j.rbl", ("--users", "5")),
                                               ("polyglot.rbl", ())])
-def test_the_real_clients_break_no_oracle_over_the_examples(tmp_path, example, options):
-    """Every example the local backend can run (the others need a Polly client), as written; the
-    JVM one with its smaller user count only, to keep the suite's time. polyglot.rbl runs the
-    Python, JVM, Node.js and Go clients."""
-    result = run_rbl("run", str(EXAMPLES / example), "-o", "out", *options, cwd=tmp_path, timeout=900)
+def test_the_real_clients_break_no_oracle_over_the_examples(tmp_path, example, options, proxy):
+    """Every example the local backend can run (the others need a Polly client), as written, on
+    real Envoy and on the built-in proxy; the JVM one with its smaller user count only, to keep
+    the suite's time. polyglot.rbl runs the Python, JVM, Node.js and Go clients."""
+    result = run_rbl("run", str(EXAMPLES / example), "-o", "out", "--proxy", proxy, *options, cwd=tmp_path,
+                     timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["sessions"][0]["proxy"] == proxy
     assert broken(tmp_path / "out") == {}
     assert "oracle violation" not in result.stdout + result.stderr

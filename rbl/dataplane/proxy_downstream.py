@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import NamedTuple
 
 from .http_framing import (HEAD_END, MAX_HEAD_BYTES, MAX_LINE_BYTES, FramingError, local_reply, request_head,
@@ -230,7 +231,17 @@ class Downstream(asyncio.Protocol):
         delay, abort = self.state.decide()
         if delay:
             self._pause("waiting")
-            self.loop.call_later(delay, self._dispatch, head, abort)
+            self._dispatch_at(time.monotonic() + delay, head, abort)
+        else:
+            self._dispatch(head, abort)
+
+    def _dispatch_at(self, due: float, head: bytes, abort: int | None) -> None:
+        """_dispatch once `due` has passed. The loop's timers may fire early (uvloop counts from
+        its cached, whole-millisecond clock), and an injected delay must never be shorter than
+        configured, as Envoy's is not: an early timer is re-armed for what is left."""
+        left = due - time.monotonic()
+        if left > 0:
+            self.loop.call_later(left, self._dispatch_at, due, head, abort)
         else:
             self._dispatch(head, abort)
 

@@ -20,6 +20,7 @@ class Services(Protocol):
     """A plan's services while they run: their endpoints, as the executor reaches them."""
 
     proxy_kind: str                          # the fault proxy that runs: "builtin" or "envoy"
+    proxy_version: str | None                # its release (Envoy's, or rbl's for the built-in one)
     fault: FaultControl | None               # the proxy's admin API (set once the proxy is up)
 
     def target_url(self, path: str) -> str:

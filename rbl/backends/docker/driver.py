@@ -22,10 +22,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ... import __version__
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, RblError, UsageError
 from ...runner.fault_control import FaultControl
 from ..deployment import ADMIN_PORT, PROXY_PORT, Layout, Service
+from ..envoy_binary import ENVOY_WHEEL_VERSION
 from ..net import HOST, free_port, reported_version
 from .artifacts import plan_deployment, write_artifacts
 
@@ -101,6 +103,9 @@ class DockerServices:
         layout = self._layout(options.network, header)
         self.deployment, self.images = plan_deployment(header, options.images, layout)
         self.proxy_kind = "envoy" if self.images.with_envoy else "builtin"
+        # an Envoy copied from a user's image may be any release
+        self.proxy_version = (ENVOY_WHEEL_VERSION if self.images.envoy_from_wheel else None) if self.images.with_envoy \
+            else __version__
         self.engine = None
         self.network = None
         self.containers: dict[str, object] = {}            # service name -> container

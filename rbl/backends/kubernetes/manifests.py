@@ -168,9 +168,10 @@ def render_manifests(header: dict, plan_json: str, options: ClusterOptions) -> s
 def runner_dockerfile() -> str:
     from ...templating import render
     from ..client_builds import BUILT_CLIENTS
+    from ..envoy_binary import ENVOY_REQUIREMENT
     from .image import CACHE_DIR, SOURCES_DIR
     return render("kubernetes/runner.Dockerfile", clients=RUNNER_CLIENTS, built=BUILT_CLIENTS, label=CLIENT_LABEL,
-                  sources=SOURCES_DIR, cache=CACHE_DIR)
+                  sources=SOURCES_DIR, cache=CACHE_DIR, envoy_requirement=ENVOY_REQUIREMENT)
 
 
 def check_image(header: dict, options: ClusterOptions, say) -> None:

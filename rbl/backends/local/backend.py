@@ -15,7 +15,6 @@ import os
 import random
 import re
 import secrets
-import shutil
 import signal
 import sys
 import threading
@@ -35,10 +34,10 @@ from ...runner.progress import BuildNotice
 from ..client_builds import BUILT_CLIENTS, RECIPES, client_command, client_jar
 from ..net import HOST, free_port, reported_version
 from .processes import Service, ServiceNotReady, stop_all
+from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
 
 READY_TIMEOUT = 30.0
-PROXY_KINDS = ("auto", "builtin", "envoy")
 
 
 @dataclass
@@ -48,21 +47,9 @@ class LocalOptions:
     workers: int = field(default_factory=lambda: os.cpu_count() or 2)
     threads: int = 16                # ... each with this many threads (gthread: keep-alive, and
                                      # 150 virtual users are not queued behind 4 sync workers)
-    proxy: str = "auto"              # auto: real Envoy when `envoy` is on PATH, else rbl's proxy
+    proxy: str = "auto"              # auto: real Envoy when it is installed, else rbl's proxy (proxy.py)
     seed: int | None = None          # the built-in proxy's fault decision seed
     client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
-
-
-def resolve_proxy(kind: str) -> str:
-    if kind not in PROXY_KINDS:
-        raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {kind!r}")
-    if kind == "auto":
-        return "envoy" if shutil.which("envoy") else "builtin"
-    if kind == "envoy" and not shutil.which("envoy"):
-        raise EnvironmentMissing("--proxy envoy needs an `envoy` binary on PATH",
-                                 hint="install Envoy (https://www.envoyproxy.io/docs/envoy/latest/start/install) "
-                                      "or use --proxy builtin")
-    return kind
 
 
 class LocalBackend:
@@ -73,12 +60,15 @@ class LocalBackend:
 
     def __init__(self, options: LocalOptions | None = None):
         self.options = options or LocalOptions()
-        resolve_proxy(self.options.proxy)             # a bad --proxy before a run directory exists
-        if self.options.seed is None:                 # random, but recorded: the run can be repeated
+        # a bad --proxy, or --seed with --proxy envoy, before a run directory exists
+        self.proxy = choose_proxy(self.options.proxy, seeded=self.options.seed is not None)
+        if self.options.seed is None and self.proxy.kind == "builtin":   # random, but recorded: repeatable
             self.options.seed = random.randrange(2**32)
 
     def check(self, header: dict, console: Console) -> None:
         """The plan's libraries and toolchains, then the clients built (or found in the cache)."""
+        if self.proxy.note:
+            console.print(self.proxy.note, highlight=False, markup=False)
         check_requirements(header["clients"], self.options.client_jars)
         for client in header["clients"]:
             library, kind = client["library"], client["service"]
@@ -88,23 +78,25 @@ class LocalBackend:
                                                                    say=notice.say)
 
     def session_settings(self) -> dict:
-        return {"proxy_seed": self.options.seed, "target_workers": self.options.workers,
-                "target_threads": self.options.threads}
+        seed = {"proxy_seed": self.options.seed} if self.proxy.kind == "builtin" else {}
+        return {**seed, "target_workers": self.options.workers, "target_threads": self.options.threads}
 
     def start(self, header: dict, run_dir: Path, logs: Path) -> "LocalServices":
         libraries = {c["library"]: c["service"] for c in header["clients"]}
-        return LocalServices(logs, libraries, self.options, axis_largest(header["users"]))
+        return LocalServices(logs, libraries, self.options, axis_largest(header["users"]), self.proxy)
 
 
 class LocalServices:
     """One run's processes: target, proxy and clients, with their endpoints."""
 
-    def __init__(self, logs: Path, libraries: dict[str, str], options: LocalOptions, max_users: int = 0):
+    def __init__(self, logs: Path, libraries: dict[str, str], options: LocalOptions, max_users: int = 0,
+                 proxy: ProxyChoice | None = None):
         self.logs = logs
         self.libraries = libraries           # library -> its client service kind (the catalogue's `client`)
         self.options = options
         self.max_users = max_users           # the plan's largest user count: each client serves that many jobs at once
-        self.proxy_kind = resolve_proxy(options.proxy)
+        self.proxy = proxy or choose_proxy(options.proxy, seeded=options.seed is not None)
+        self.proxy_kind, self.proxy_version = self.proxy.kind, self.proxy.version
         self.services: list[Service] = []
         self.clients: dict[str, tuple[Service, int]] = {}
         self.target_port = 0
@@ -194,7 +186,7 @@ class LocalServices:
         addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=HOST,
                                    upstream_port=target_port, bind_host=HOST)
         config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", addresses)
-        service = self._start("fault proxy (Envoy)", ["envoy", "-c", str(config), "--base-id-path",
+        service = self._start("fault proxy (Envoy)", [str(self.proxy.binary), "-c", str(config), "--base-id-path",
                                                       str(self.logs / "envoy.base-id"), "--use-dynamic-base-id",
                                                       "--log-level", "warning"], "proxy.log")
         service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
