@@ -9,9 +9,16 @@ POST /run body (one virtual user's job):
   {"strategy": [{"pattern": "retry", "params": {...library-native...}}, ...],   # outermost first
    "target_url": "http://127.0.0.1:PORT/bytes/100", "successes": 25, "max_requests": 500,
    "share": "user" | "client", "instance": "KEY", "vu": 1, "max_duration_ms": 60000}
-  target_url: http only, its host and port exactly the `--target` ones (else 400), no user info,
-  a path of URL characters. successes, max_requests: integers 1..MAX_COUNT. vu: 0..2^31-1.
-  instance: a string of at most MAX_INSTANCE_CHARS. strategy: at most MAX_STEPS steps.
+  target_url: `http://HOST[:PORT]PATH` (TARGET_URL below), else 400: HOST and PORT exactly the
+  `--target` ones (HOST a name or a bracketed IPv6 literal, compared without regard to case; PORT 1
+  to 5 digits, 80 when absent), no user info; PATH empty (meaning `/`) or a target path by the
+  compiler's rule (rbl/compiler/urlpath.py): `/` not followed by `/`, RFC 3986 path characters and
+  %XX escapes, an optional ?query; no `@`, `#`, `[`, spaces, `%` without two hex digits; at most
+  MAX_TARGET_PATH_CHARS characters. Every runtime applies this one rule, so a path the compiler
+  accepts runs on every client and one it refuses runs on none.
+  successes, max_requests: integers 1..MAX_COUNT. vu: 0..2^31-1.
+  instance: a string of at most MAX_INSTANCE_CHARS characters (code points). strategy: at most
+  MAX_STEPS steps.
   Numbers in params must be finite and not negative; integers anywhere fit in 64 bits.
   max_duration_ms (1..MAX_DURATION_MS, default MAX_DURATION_MS) bounds the whole job, a call in
   progress included: a breaker that stays open sends no requests, and a retry may wait for ever.
@@ -32,12 +39,15 @@ Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
   A job whose caller disconnected stops at its next check (before each request, between calls
   and during waits, at least every DISCONNECT_CHECK_S), stopped_by "disconnected"; nobody reads it.
 GET /health: {"protocol": 1, "library": NAME, "version": V, "patterns": [...]}
-Errors, always a JSON {"error": "..."} reply, never a dropped connection:
+Errors, always a JSON {"error": "..."} reply, never a dropped connection (whatever the method:
+CONNECT and unknown methods included; to HEAD the reply has no body, as HTTP requires):
   400 a malformed request or a job the service cannot run (bad JSON, non-UTF-8 body, wrong types,
-      values out of range, another target, a bad Content-Length); 404 no such route; 405 wrong method;
+      values out of range, another target, a bad Content-Length, a control character in a header);
+  404 no such route (the route is the request target's path; a query is ignored); 405 wrong method;
   408 the request (headers or body) did not arrive within READ_TIMEOUT_S;
   411 a body without Content-Length (chunked); 413 a body over MAX_BODY_BYTES;
-  431 request headers over MAX_HEADER_BYTES; 503 more than MAX_JOBS connections at once.
+  431 request headers over MAX_HEADER_BYTES; 503 more than MAX_JOBS connections at once, sent
+      at once: a caller beyond the cap is not kept waiting behind other refused callers.
 """
 
 from __future__ import annotations
@@ -56,7 +66,8 @@ MAX_COUNT = 1_000_000                # successes and max_requests: bounds a repl
 MAX_DURATION_MS = 86_400_000         # one day; also the default
 MAX_STEPS = 8
 MAX_INSTANCE_CHARS = 1024
-MAX_URL_CHARS = 2048
+MAX_TARGET_PATH_CHARS = 2048         # target_url's path and query: the compiler's MAX_TARGET_LENGTH
+MAX_URL_CHARS = MAX_TARGET_PATH_CHARS + 512   # room for http:// and any HOST:PORT besides
 CUT_GRACE_MS = 250                   # how late after max_duration_ms the reply may come
 JOB_MARGIN = 16                      # connections beyond the virtual users: health checks, stragglers
 
@@ -67,6 +78,13 @@ def max_jobs_arguments(max_users: int) -> tuple[str, ...]:
     return ("--max-jobs", str(needed)) if needed > MAX_JOBS else ()
 DISCONNECT_CHECK_S = 0.1
 INT64_MAX = (1 << 63) - 1
+
+# target_url, as protocol v1 says, matched whole: HOST, PORT, then the path part, which is the
+# compiler's TARGET_PATH (rbl/compiler/urlpath.py; tests/test_client_targets.py keeps them equal) or
+# nothing. Each runtime applies this same rule.
+TARGET_URL = (r"http://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?"
+              r"((?:/(?!/)(?:[A-Za-z0-9._~!$&'()*+,;=:/-]|%[0-9A-Fa-f]{2})*"
+              r"(?:\?(?:[A-Za-z0-9._~!$&'()*+,;=:/?-]|%[0-9A-Fa-f]{2})*)?)?)")
 
 
 class JobError(ValueError):

@@ -7,12 +7,13 @@ import math
 import re
 from urllib.parse import urlsplit
 
-from ..protocol import (INT64_MAX, MAX_COUNT, MAX_DURATION_MS, MAX_INSTANCE_CHARS, MAX_STEPS, MAX_URL_CHARS,
-                       SHARE_MODES, Job, JobError, Step)
+from ..protocol import (INT64_MAX, MAX_COUNT, MAX_DURATION_MS, MAX_INSTANCE_CHARS, MAX_STEPS,
+                       MAX_TARGET_PATH_CHARS, MAX_URL_CHARS, SHARE_MODES, TARGET_URL, Job, JobError, Step)
 
-# RFC 3986 characters: anything else (spaces, controls) would break the request line, and urlsplit
-# would silently drop a tab or newline rather than refuse it
-_URL_CHARS = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/?%\[\]]*")
+# The one rule every runtime applies (protocol.py); fullmatch, because `$` would also match before
+# a final newline
+_TARGET_URL = re.compile(TARGET_URL)
+_AUTHORITY = re.compile(r"http://([^/?#]*)")
 
 
 def _int(text: str) -> int:
@@ -76,22 +77,42 @@ def _target(body: dict, allowed: tuple[str, int]) -> tuple[str, int, str]:
     url = _field(body, "target_url", str)
     if len(url) > MAX_URL_CHARS:
         raise JobError(f"`target_url` is longer than {MAX_URL_CHARS} characters")
-    if not _URL_CHARS.fullmatch(url):
-        raise JobError(f"`target_url` has characters a URL cannot hold: {url[:80]!r}")
-    try:
-        parts = urlsplit(url)
-        host, port = parts.hostname, parts.port or 80
-    except ValueError as error:          # a bad IPv6 literal, port 99999 or `abc`
-        raise JobError(f"`target_url` is not a URL: {error}") from None
-    if parts.scheme != "http" or not url.startswith("http://"):
-        raise JobError(f"`target_url` must be an http:// URL, got {url[:80]!r}")
-    if parts.username is not None or parts.fragment or not host:
-        raise JobError(f"`target_url` must be http://HOST:PORT/PATH, got {url[:80]!r}")
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    if (host.lower(), port) != allowed:
+    match = _TARGET_URL.fullmatch(url)
+    if not match:
+        raise JobError(f"`target_url` {url[:80]!r} is not a URL this service can request: {_url_problem(url)}")
+    written, port, path = match[1].lower(), int(match[2] or 80), match[3] or "/"
+    host = written.strip("[]")
+    if len(path) > MAX_TARGET_PATH_CHARS:
+        raise JobError(f"`target_url`'s path is {len(path)} characters long; at most {MAX_TARGET_PATH_CHARS}")
+    if port > 65535:
+        raise JobError(f"`target_url` has a port out of range: {port}")
+    # compared as written: brackets around a name or an IPv4 address ([127.0.0.1]) are no IPv6 literal
+    if (written, port) != (f"[{allowed[0]}]" if ":" in allowed[0] else allowed[0], allowed[1]):
         raise JobError(f"`target_url` must be on {allowed[0]}:{allowed[1]} (this service's --target), "
                        f"got {host}:{port}")
     return host, port, path
+
+
+def _url_problem(url: str) -> str:
+    """Why `url` does not match TARGET_URL, for the error message."""
+    if not url.startswith("http://"):
+        return "it must be an http:// URL"
+    authority = _AUTHORITY.match(url)[1]
+    path = url[len("http://") + len(authority):]
+    if "@" in authority:
+        return "it must not have user info"
+    if not re.fullmatch(r"([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?", authority):
+        return "it must be http://HOST:PORT/PATH with a host name or [IPv6] and a port of 1 to 5 digits"
+    if not path.startswith("/"):
+        return "its path must start with `/`"
+    if path.startswith("//"):
+        return "its path starts with `//`, which names a host"
+    for index, ch in enumerate(path):
+        if ch == "%" and not re.fullmatch(r"%[0-9A-Fa-f]{2}", path[index:index + 3]):
+            return "`%` does not start a %XX escape"
+        if ch != "%" and not re.fullmatch(r"[A-Za-z0-9._~!$&'()*+,;=:/?\-]", ch):
+            return f"{ch!r} is not allowed in a target path (write it as %XX)"
+    return "its path is not a target path"
 
 
 def _strategy(body: dict) -> tuple[Step, ...]:
@@ -121,7 +142,7 @@ def parse_job(body: object, allowed: tuple[str, int]) -> Job:
     successes = _bounded(body, "successes", 1, MAX_COUNT)
     max_requests = _bounded(body, "max_requests", 1, MAX_COUNT)
     instance = _field(body, "instance", str, "")
-    if len(instance) > MAX_INSTANCE_CHARS:
+    if len(instance) > MAX_INSTANCE_CHARS:                 # code points, as every runtime counts
         raise JobError(f"`instance` is longer than {MAX_INSTANCE_CHARS} characters")
     vu = _bounded(body, "vu", 0, (1 << 31) - 1, 0)
     max_duration_ms = _bounded(body, "max_duration_ms", 1, MAX_DURATION_MS, MAX_DURATION_MS)

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
+import re
 import selectors
 import socket
 import time
 from urllib.parse import urlsplit
 
-from rbl.clients.protocol import CUT_GRACE_MS, MAX_BODY_BYTES, MAX_JOBS, READ_TIMEOUT_S
+from rbl.clients.protocol import CUT_GRACE_MS, MAX_BODY_BYTES, MAX_INSTANCE_CHARS, MAX_JOBS, READ_TIMEOUT_S
+from rbl.compiler.urlpath import MAX_TARGET_LENGTH, TARGET_PATH, target_problem
 
-from .checks import expand, post
+from .checks import PlainSleeps, expand, post
 from .profiles import Profile
 
 LATE_S = 2.0                     # how late a bounded reply may be on a loaded machine
@@ -99,10 +102,33 @@ def check_malformed_bodies(url: str, proxy) -> None:
         "UTF-16": json.dumps(job).encode("utf-16"),
         "a JSON array": b"[]",
         "empty": b"",
+        # what RFC 8259 does not allow, refused by every runtime's parser alike
+        "a \\x escape": _json_with(job, "instance", '"\\x41"'),
+        "a raw control character in a string": _json_with(job, "instance", '"a\x01b"'),
+        "a vertical tab before the value": b"\x0b" + json.dumps(job).encode(),
+        "a stray } after the value": json.dumps(job).encode() + b" }",
+        "a stray ] after the value": json.dumps(job).encode() + b"]",
+        "two values": json.dumps(job).encode() + b" {}",
+        # a float where an integer is due, whatever keys come before or after it
+        "1.0 before an integer-like key": _json_with({**job, "0": 0}, "successes", "1.0"),
+        "1.0 after a repeated key": b'{"x": 1, "x": 1, ' + _json_with(job, "successes", "1.0")[1:],
     }
     for what, body in cases.items():
         assert_error(url, post_raw(body), (400,), what)
+    # and an integer stays one, whatever floats and keys surround it
+    for what, body in {"an integer after a float and an integer-like key": b'{"a": 1.5, "0": 2, '
+                       + json.dumps(job_for(proxy, max_duration_ms=5000))[1:].encode()}.items():
+        status, reply, _ = raw_exchange(url, post_raw(body))
+        assert status == 200, f"{what}: answered {status} {reply!r:.200}"
     assert_healthy(url)
+
+
+def check_instance_counts_characters(url: str, proxy) -> None:
+    """`instance` is at most MAX_INSTANCE_CHARS characters: code points, not UTF-16 units or bytes."""
+    for instance, expected in (("\U0001F600" * MAX_INSTANCE_CHARS, 200), ("\U0001F600" * (MAX_INSTANCE_CHARS + 1), 400),
+                               ("\u00e9" * MAX_INSTANCE_CHARS, 200)):
+        status, reply = post(url, "/run", job_for(proxy, instance=instance, max_duration_ms=5000))
+        assert status == expected, f"an instance of {len(instance)} {instance[0]!r}: answered {status} {reply!r:.200}"
 
 
 def wrong_values(port: int) -> dict[str, list[object]]:
@@ -171,7 +197,88 @@ def check_framing(url: str, proxy) -> None:
         assert_error(url, line, (400,), f"request {line[:30]!r}")
     assert_error(url, b"DELETE /run HTTP/1.1\r\n\r\n", (405,), "DELETE /run")
     assert_error(url, b"GET /nowhere HTTP/1.1\r\n\r\n", (404,), "GET /nowhere")
+    for header in (b"X: a\x00b", b"X: \x7f", b"X: a\x1bb"):
+        assert_error(url, b"GET /health HTTP/1.1\r\n" + header + b"\r\n\r\n", (400,), f"header {header!r}")
     assert_healthy(url)
+
+
+# Methods a client of this service never sends: each still gets a JSON 4xx, never a dropped
+# connection. CONNECT is the one HTTP servers like to hand elsewhere (Node's emits an event and,
+# without a listener, closes the connection).
+ODD_REQUESTS = [b"CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n",
+                b"CONNECT /run HTTP/1.1\r\nHost: x\r\n\r\n",
+                b"CONNECT /health HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+                b"CONNECT [::1]:80 HTTP/1.1\r\n\r\n",
+                b"OPTIONS * HTTP/1.1\r\n\r\n", b"OPTIONS /run HTTP/1.1\r\n\r\n",
+                b"TRACE /health HTTP/1.1\r\n\r\n", b"PUT /run HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+                b"PATCH /run HTTP/1.1\r\n\r\n", b"PROPFIND /health HTTP/1.1\r\n\r\n",
+                b"BREW /health HTTP/1.1\r\n\r\n", b"get /health HTTP/1.1\r\n\r\n",
+                b"POST\t/run HTTP/1.1\r\n\r\n", b"ABCDEFGHIJKLMNOPQRSTUVWXYZ /run HTTP/1.1\r\n\r\n",
+                b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"M-SEARCH * HTTP/1.1\r\n\r\n"]
+
+
+def check_odd_methods_get_4xx(url: str) -> None:
+    for request in ODD_REQUESTS:
+        assert_error(url, request, tuple(range(400, 500)), f"request {request[:40]!r}")
+    assert_healthy(url)
+
+
+def check_head_has_no_body(url: str) -> None:
+    """A reply to HEAD carries no body (RFC 9110 9.3.2): a HEAD and a GET sent together on one
+    connection get two replies, the second one the GET's (unless the first closed the connection)."""
+    parts = urlsplit(url)
+    for path in (b"/health", b"/run", b"/nowhere"):
+        with socket.create_connection((parts.hostname, parts.port), timeout=READ_TIMEOUT_S + 10) as sock:
+            sock.sendall(b"HEAD " + path + b" HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            shared = _OneReader(sock)    # both replies read from one buffer, as a client's would
+            head = http.client.HTTPResponse(shared, method="HEAD")
+            try:
+                head.begin()
+                head.read()
+            except (OSError, http.client.HTTPException) as error:
+                raise AssertionError(f"HEAD {path.decode()}: no reply: {error!r}") from None
+            assert 400 <= head.status < 500, f"HEAD {path.decode()} answered {head.status}"
+            if head.will_close:
+                continue                 # it closed the connection: nothing can be misread
+            following = http.client.HTTPResponse(shared)
+            try:
+                following.begin()
+                body = json.loads(following.read())
+            except (OSError, http.client.HTTPException, ValueError) as error:
+                raise AssertionError(f"after HEAD {path.decode()}, the next reply is unreadable ({error!r}): the "
+                                     "HEAD reply had a body") from None
+            assert following.status == 200 and body.get("protocol") == 1, \
+                f"after HEAD {path.decode()}, GET /health answered {following.status} {body!r:.200}"
+
+
+class _OneReader:
+    """A socket whose makefile() is always the same buffered file, which a finished HTTPResponse
+    does not close: several replies read in turn from one connection, as a keep-alive client does."""
+
+    def __init__(self, sock: socket.socket):
+        self.file = sock.makefile("rb")
+
+    def makefile(self, *args, **kwargs):
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str):
+        return getattr(self.file, name)
+
+
+def check_request_targets_and_empty_lines(url: str, proxy) -> None:
+    """The route is the request target's path (a query does not change it), and empty lines before a
+    request line are skipped (RFC 9112 2.2), as every runtime does."""
+    for target in (b"/health?probe=1", b"/health?x=%zz", b"/health?"):
+        status, reply, _ = raw_exchange(url, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status == 200 and reply.get("protocol") == 1, f"GET {target.decode()}: {status} {reply!r:.200}"
+    body = json.dumps(job_for(proxy, max_duration_ms=5000)).encode()
+    status, reply, _ = raw_exchange(url, post_raw(body).replace(b"POST /run ", b"POST /run?vu=2 "))
+    assert status == 200 and reply.get("stopped_by"), f"POST /run?vu=2: {status} {reply!r:.200}"
+    status, reply, _ = raw_exchange(url, b"\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status == 200 and reply.get("protocol") == 1, f"empty lines, then GET /health: {status} {reply!r:.200}"
 
 
 def body_with_length(body: bytes, length: str) -> bytes:
@@ -203,6 +310,74 @@ def check_only_the_target_is_reachable(url: str, proxy) -> None:
         assert status == 400 and reply.get("error"), f"target {target} answered {status}: {reply}"
     status, reply = post(url, "/run", job_for(proxy, target_url=f"http://127.0.0.1:{port}/bytes/10?x=1"))
     assert status == 200 and reply["stopped_by"] == "successes", f"the --target answered {status}: {reply}"
+
+
+# -- which target URLs a job may have -------------------------------------------------------------------
+def compiler_accepts(path: str) -> bool:
+    """The compiler's rule for a target path (rbl/compiler/urlpath.py). The whole path must match:
+    TARGET_PATH's `$` also matches before a final newline, which no client can put in a request."""
+    return target_problem(path) is None and TARGET_PATH.fullmatch(path) is not None
+
+
+def runs(target_url: str, port: int) -> bool:
+    """Whether a client whose --target is 127.0.0.1:port must run a job on target_url (protocol.py):
+    http://127.0.0.1:PORT (1 to 5 digits) and a target path the compiler accepts, or none at all."""
+    if not target_url.startswith("http://"):
+        return False
+    rest = target_url[len("http://"):]
+    authority = re.match(r"[^/?#]*", rest)[0]
+    path = rest[len(authority):]
+    address = re.fullmatch(r"127\.0\.0\.1:([0-9]{1,5})", authority)
+    return bool(address) and int(address[1]) == port and (path == "" or compiler_accepts(path))
+
+
+# Paths the compiler accepts or refuses, for the wrong turns a client can take: `%` escapes, the
+# characters RFC 3986 reserves or excludes, `//`, `@`, brackets, fragments, lengths at the limit.
+TARGET_PATHS = ["", "/", "/bytes/10", "/%", "/%zz", "/%4", "/%4g", "/%g4", "/%41", "/%2F", "/%00", "/a%", "/a%2",
+                "/a?%", "/a?b=%zz", "/a?b=%2", "/a?b=%20&c=d", "/a?b?c", "/a?/b//c", "/?", "//", "//x", "/a//b",
+                "/a@b", "/a?b@c", "/a[b]", "/a]", "/a#f", "/a?b#f", "/#", "/a\\b", "/a b", "/a\tb", "/a\n", "/a\r\nX: y",
+                "/\u00e9", "/%C3%A9", "/a|b", "/a^b", "/a{b}", '/a"b', "/a<b>", "/a`b", "/a\x7f", "/!$&'()*+,;=:~-._",
+                "/:80", "?x=1", "x", ":1/", "/" + "a" * (MAX_TARGET_LENGTH - 1), "/" + "a" * MAX_TARGET_LENGTH,
+                "/a?" + "b" * (MAX_TARGET_LENGTH - 3), "/a?" + "b" * (MAX_TARGET_LENGTH - 2),
+                "/" + "%41" * ((MAX_TARGET_LENGTH - 1) // 3), "/" + "a" * 100_000]
+
+
+def target_urls(port: int) -> list[str]:
+    """Target URLs to try: the paths above on the --target, and other authorities and schemes."""
+    base = f"http://127.0.0.1:{port}"
+    others = [f"http://127.0.0.1:{port}:{port}/", f"http://127.0.0.1:{port}@127.0.0.1:{port}/",
+              f"http://127.0.0.1:{port}\\@x/", f"http://user@127.0.0.1:{port}/", f"http://:@127.0.0.1:{port}/",
+              "http://127.0.0.1:/", f"http://127.0.0.1:{port}0/", f"http://127.0.0.1:+{port}/",
+              f"http://127.0.0.1:-{port}/", "http://127.0.0.1:65536/", "http://127.0.0.1:99999/", "http://127.0.0.1:0/",
+              f"http://127.0.0.1:00000{port}/", "http://[::1", f"http://[::1]:{port}/", f"http://[127.0.0.1]:{port}/",
+              f"http://[::1:{port}/", f"http://127.0.0.1]:{port}/", f"http://127.0.0.1.:{port}/",
+              f"http://127.0.0.1%2e:{port}/", f"https://127.0.0.1:{port}/", f"HTTP://127.0.0.1:{port}/",
+              f"Http://127.0.0.1:{port}/", f"ftp://127.0.0.1:{port}/", "file:///etc/passwd", f"http:/127.0.0.1:{port}/",
+              f"http:127.0.0.1:{port}/", f"//127.0.0.1:{port}/", "/bytes/10", f" {base}/", f"{base}/ ", f"\t{base}/",
+              f"{base}\n", f"http://127.0.0.1 :{port}/", f"http://127.0.0.1:{port} /", f"{base}#x", f"{base}?x=1",
+              "http://", "http:///x", ""]
+    return [base + path for path in TARGET_PATHS] + others
+
+
+def assert_target_url(url: str, proxy, target_url: str) -> None:
+    """One job on target_url: run (200, its one request answered by the target) exactly when the
+    compiler's rule says so, else a 400 with an error."""
+    status, reply = post(url, "/run", job_for(proxy, target_url=target_url, successes=1, max_requests=1,
+                                               max_duration_ms=10_000))
+    shown = f"{target_url[:100]!r}{'...' if len(target_url) > 100 else ''}"
+    if runs(target_url, proxy.data_port):
+        assert status == 200, f"target_url {shown} (the compiler accepts its path) answered {status} {reply!r:.200}"
+        sent = [request for call in reply["calls"] for request in call["requests"]]
+        assert len(sent) == 1 and sent[0][2] != 0, f"target_url {shown}: the target did not answer: {sent}"
+    else:
+        assert status == 400 and isinstance(reply, dict) and reply.get("error"), \
+            f"target_url {shown} (the compiler refuses it) answered {status} {reply!r:.200}, expected 400"
+
+
+def check_target_urls_follow_the_compilers_rule(url: str, proxy) -> None:
+    for target_url in target_urls(proxy.data_port):
+        assert_target_url(url, proxy, target_url)
+    assert_healthy(url)
 
 
 # -- limits inside a call ------------------------------------------------------------------------------
@@ -287,6 +462,87 @@ def check_connection_cap(url: str, proxy, profile: Profile, connections: int = M
         f"{statuses.count(200)} jobs ran at once; at most {MAX_JOBS}"
     assert statuses.count(200) >= 1
     assert_healthy(url)
+
+
+def check_over_capacity_is_answered_promptly(url: str, proxy, profile: Profile, excess: int = 100) -> None:
+    """With MAX_JOBS jobs running, each caller beyond them gets its 503 at once: within LATE_S of its
+    request, plus what scheduling added to a plain sleep in this process meanwhile, even though
+    every caller keeps its connection open until all have their replies (as one reading every reply
+    before closing any does). A service that lingers over refused connections one after another
+    keeps the last caller waiting for all the others' lingering."""
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    job = job_for(proxy, strategy=[{"pattern": "retry", "params": profile.retry_fixed(2, 10**9)}],
+                  max_requests=10, max_duration_ms=180_000)
+    request = post_raw(json.dumps(job).encode())
+    parts = urlsplit(url)
+    before = proxy.counters().get("downstream_rq_total", 0)
+    running: list[socket.socket] = []
+    try:
+        for _ in range(MAX_JOBS):
+            running.append(socket.create_connection((parts.hostname, parts.port), timeout=10))
+            running[-1].sendall(request)
+        # every job has sent its first request and waits to retry: the service is as busy as
+        # MAX_JOBS waiting jobs make it, and no busier
+        deadline = time.monotonic() + 60
+        while (started := proxy.counters().get("downstream_rq_total", 0) - before) < MAX_JOBS:
+            assert time.monotonic() < deadline, f"only {started} of {MAX_JOBS} jobs sent a request within 60 s"
+            time.sleep(0.2)
+        with PlainSleeps([10.0]) as reference:
+            replies = _held_replies(url, request, excess, timeout=60)
+        statuses = [status for status, _ in replies]
+        assert statuses == [503] * excess, f"callers beyond {MAX_JOBS} jobs got {sorted(set(map(str, statuses)))}"
+        worst = max(seconds for _, seconds in replies)
+        slack = reference.worst_ms / 1000
+        assert worst <= LATE_S + slack, \
+            (f"a caller beyond the cap got its 503 {worst:.2f} s after its request (median "
+             f"{sorted(s for _, s in replies)[excess // 2]:.2f} s; plain sleeps here were up to {slack:.2f} s late)")
+    finally:
+        for sock in running:
+            sock.close()
+    deadline = time.monotonic() + 30     # the jobs notice their callers left within DISCONNECT_CHECK_S
+    while (status := post(url, "/health", method="GET")[0]) != 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert status == 200, f"GET /health answered {status} 30 s after the jobs' callers left"
+
+
+def _held_replies(url: str, request: bytes, count: int, timeout: float) -> list[tuple[int | None, float]]:
+    """Open `count` connections one after another, each sending `request`, and close none until all
+    have a reply: (status, seconds from its request to its whole reply) per connection."""
+    parts = urlsplit(url)
+    selector = selectors.DefaultSelector()
+    sent: dict[socket.socket, float] = {}
+    received: dict[socket.socket, bytes] = {}
+    done: dict[socket.socket, float] = {}
+
+    def read(wait: float) -> None:
+        for key, _ in selector.select(timeout=wait):
+            sock = key.fileobj
+            try:
+                chunk = sock.recv(65536)
+            except OSError:
+                chunk = b""
+            received[sock] += chunk
+            if not chunk or _complete(received[sock]):
+                done[sock] = time.monotonic()
+                selector.unregister(sock)
+
+    try:
+        for _ in range(count):
+            sock = socket.create_connection((parts.hostname, parts.port), timeout=10)
+            sock.sendall(request)
+            sent[sock] = time.monotonic()
+            received[sock] = b""
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+            read(0)                      # replies that came already are timed now, not after the loop
+        deadline = time.monotonic() + timeout
+        while len(done) < count and time.monotonic() < deadline:
+            read(0.5)
+        return [(int(received[s][9:12]) if s in done and received[s].startswith(b"HTTP/1.1 ") and _complete(received[s])
+                 else None, done.get(s, math.inf) - sent[s]) for s in sent]
+    finally:
+        for sock in sent:
+            sock.close()
 
 
 def _concurrent_statuses(url: str, request: bytes, count: int, timeout: float) -> list[int | None]:

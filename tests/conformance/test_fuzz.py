@@ -1,6 +1,7 @@
 """Fuzzing every client service's request parsing (hypothesis): random JSON in every job field and
 random bytes on the wire always get a well-formed reply (200, 4xx or 503), never a hang or a
-dropped connection, and the service stays healthy."""
+dropped connection, and the service stays healthy; random target URLs run exactly when the
+compiler's rule for a target path accepts them (hostile.runs)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rbl.clients.protocol import MAX_COUNT
+from rbl.compiler.urlpath import MAX_TARGET_LENGTH
 
 from . import hostile
 from .conftest import ids, selected_profiles
@@ -80,4 +82,40 @@ def test_random_bytes(client_url, start_proxy, profile):
         assert_well_formed(url, data)
 
     fuzz()
+    hostile.assert_healthy(url)
+
+
+# Characters a target path may or may not hold, weighted toward the ones with a special meaning
+PATH_CHARACTERS = list("ab/?%#@[]:;=&'!*+,-._~ \\\t\n\"<>^`{|}") + ["0", "4", "A", "F", "f", "G", "g", "\u00e9", "\x00",
+                                                                 "\x7f", "\U0001F600"]
+
+
+def target_urls(port: int):
+    """Random target URLs: mostly the --target's authority, a path of the characters above (or one
+    around the length limit), sometimes another scheme, authority or port."""
+    authorities = [f"127.0.0.1:{port}"] * 8 + [f"127.0.0.1:0{port}", f"127.0.0.1:{port}0", "127.0.0.1",
+                                                f"127.0.0.1:{port + 1}", f"x@127.0.0.1:{port}", f"[::1]:{port}",
+                                                f"127.0.0.1:{port}:{port}", "[::1", f"localhost:{port}", ""]
+    schemes = ["http://"] * 8 + ["https://", "HTTP://", "http:/", "http:", ""]
+    paths = (st.text(st.sampled_from(PATH_CHARACTERS), max_size=24)
+             | st.text(st.sampled_from(PATH_CHARACTERS), max_size=24).map(lambda p: "/" + p)
+             | st.integers(MAX_TARGET_LENGTH - 3, MAX_TARGET_LENGTH + 2).map(lambda n: "/" + "a" * (n - 1))
+             | st.integers(MAX_TARGET_LENGTH - 3, MAX_TARGET_LENGTH + 2).map(lambda n: "/a?" + "%20" * ((n - 3) // 3)))
+    return st.builds(lambda scheme, authority, path: scheme + authority + path,
+                     st.sampled_from(schemes), st.sampled_from(authorities), paths)
+
+
+def fuzz_target_urls(url: str, proxy, examples: int = 150) -> None:
+    @settings(FUZZ, max_examples=examples)
+    @given(target_url=target_urls(proxy.data_port))
+    def fuzz(target_url):
+        hostile.assert_target_url(url, proxy, target_url)
+
+    fuzz()
+
+
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_random_target_urls_run_exactly_when_the_compiler_accepts_them(client_url, start_proxy, profile):
+    url = client_url(profile)
+    fuzz_target_urls(url, start_proxy())
     hostile.assert_healthy(url)

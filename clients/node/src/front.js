@@ -81,11 +81,32 @@ function serve(listen, service, maxJobs, ready) {
     const [status, message] = clientErrorStatus(error);
     rawReply(socket, status, message);
   });
-  server.on('request', (request, response) => {
+  // Node hands CONNECT to this event and, with no listener, closes the connection without a word
+  server.on('connect', (request, socket) => {
     const url = request.url;
-    const route = url === '/health' ? 'health' : url === '/run' ? 'run' : null;
-    const allowed = route === 'health' ? 'GET' : 'POST';
+    if (socket.rblRefused) return rawReply(socket, 503, `more than ${maxJobs} connections at once`);
+    if (!url.startsWith('/')) return rawReply(socket, 400, 'the request target must be a path (origin form)');
+    const route = routeOf(url);
+    if (route === null) return rawReply(socket, 404, `no route ${url.slice(0, 60)}; there are GET /health and POST /run`);
+    return rawReply(socket, 405, `${route.path} takes ${route.method}`);
+  });
+  // An Expect other than 100-continue: Node would answer 417 with no JSON; the other runtimes ignore
+  // it, and so does this one
+  server.on('checkExpectation', (request, response) => server.emit('request', request, response));
+  server.on('request', (request, response) => {
     response.on('error', () => {});
+    try {
+      answer(request, response);
+    } catch (failure) {                 // a bug must not take the service down, nor drop the caller
+      if (!response.headersSent) send(response, 500, { error: `internal error: ${String(failure).slice(0, 200)}` }, true);
+      else response.destroy();
+    }
+  });
+
+  function answer(request, response) {
+    const url = request.url;
+    const route = routeOf(url);
+    const allowed = route === null ? 'POST' : route.method;
     if (request.socket.rblRefused) {
       request.resume();
       request.on('end', () => send(response, 503, { error: `more than ${maxJobs} connections at once` }, true));
@@ -103,8 +124,8 @@ function serve(listen, service, maxJobs, ready) {
     readBody(request, (error, body) => {
       if (error) return send(response, error[0], { error: error[1] }, true);
       if (route === null) return send(response, 404, { error: `no route ${url.slice(0, 60)}; there are GET /health and POST /run` });
-      if (request.method !== allowed) return send(response, 405, { error: `${url} takes ${allowed}` });
-      if (route === 'health') return send(response, 200, service.health());
+      if (request.method !== allowed) return send(response, 405, { error: `${route.path} takes ${allowed}` });
+      if (route.path === '/health') return send(response, 200, service.health());
       let job;
       try {
         job = parseJob(decodeBody(body), service.target);
@@ -117,10 +138,20 @@ function serve(listen, service, maxJobs, ready) {
         return send(response, 500, { error: `the job failed inside the client: ${failure && failure.message}` });
       });
     });
-  });
+  }
   const [host, port] = listen;
-  server.listen(port, host, () => ready(server.address().port));
+  // hundreds of virtual users connect at once; Node's default backlog (511) dropped the SYNs of the
+  // rest, which are retried only after a second or more
+  server.listen({ port, host, backlog: Math.max(1024, 2 * maxJobs) }, () => ready(server.address().port));
   return server;
+}
+
+/** The route of a request target: its path (a query does not change it), or null. */
+function routeOf(url) {
+  const path = url.split('?', 1)[0];
+  if (path === '/health') return { path, method: 'GET' };
+  if (path === '/run') return { path, method: 'POST' };
+  return null;
 }
 
 module.exports = { serve };

@@ -3,33 +3,97 @@
 
 const P = require('./protocol');
 
-const URL_CHARS = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/?%[\]]*$/;
+// protocol v1's TARGET_URL (clients/protocol.py), the one rule every runtime applies: http://HOST[:PORT]
+// and a target path by the compiler's rule (rbl/compiler/urlpath.py). No `m` flag: `$` is the end.
+const TARGET_URL = new RegExp("^http://([A-Za-z0-9.\\-]+|\\[[0-9A-Fa-f:.]+\\])(?::([0-9]{1,5}))?"
+  + "((?:/(?!/)(?:[A-Za-z0-9._~!$&'()*+,;=:/\\-]|%[0-9A-Fa-f]{2})*"
+  + "(?:\\?(?:[A-Za-z0-9._~!$&'()*+,;=:/?\\-]|%[0-9A-Fa-f]{2})*)?)?)$");
+const MAX_DEPTH = 512;                  // nesting, as the Java client's parser allows
 
-// Which numbers in a JSON text were written with a fraction or an exponent (`1.0`, `1e3`): JSON.parse
-// forgets, but the protocol refuses them where an integer is due. In document order, as the reviver
-// visits number leaves.
-function floatLiterals(text) {
-  const found = [];
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i];
-    if (c === '"') {
-      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
-    } else if (c === '-' || (c >= '0' && c <= '9')) {
-      let j = i + 1;
-      while (j < text.length && /[0-9eE.+\-]/.test(text[j])) j++;
-      found.push(/[.eE]/.test(text.slice(i, j)));
-      i = j - 1;
-    }
-  }
-  return found;
-}
+const FLOAT_KEYS = new WeakMap();       // decoded object or array -> its keys whose numbers were float literals
 
-const FLOAT_KEYS = new WeakMap();       // decoded object -> its keys whose numbers were float literals
-
-/** True when body[key] was written as a float literal. */
+/** True when body[key] was written as a float literal (`1.0`, `1e3`): JSON.parse forgets, but the
+ * protocol refuses them where an integer is due. */
 function writtenAsFloat(body, key) {
   const keys = FLOAT_KEYS.get(body);
-  return keys !== undefined && keys.has(key);
+  return keys !== undefined && keys.has(String(key));
+}
+
+/** The shape of a JSON text JSON.parse accepted: each object a Map of its keys (a repeated key's
+ * last value, as JSON.parse keeps it), each array a list, each number whether it was written with a
+ * fraction or an exponent. Matching it to the parsed value by key, not by the order of a reviver's
+ * visits (which puts integer-like keys first and sees a repeated key once), keeps `{"a": 1.0,
+ * "0": 2}` and `{"a": 1, "a": 1, "b": 1.0}` straight. Iterative, so nesting is bounded by MAX_DEPTH
+ * only. */
+function shapeOf(text) {
+  const stack = [];
+  let root = null;
+  const put = shape => {
+    const top = stack[stack.length - 1];
+    if (top === undefined) root = shape;
+    else if (top.map) top.map.set(top.key, shape);
+    else top.items.push(shape);
+  };
+  for (let i = 0; i < text.length;) {
+    const c = text[i];
+    const top = stack[stack.length - 1];
+    if (c === '{' || c === '[') {
+      const shape = c === '{' ? { map: new Map(), key: null, expectKey: true } : { items: [] };
+      put(shape);
+      stack.push(shape);
+      if (stack.length > MAX_DEPTH) throw new P.JobError(`the body is not a job: JSON nested deeper than ${MAX_DEPTH}`);
+      i++;
+    } else if (c === '}' || c === ']') {
+      stack.pop();
+      i++;
+    } else if (c === ',') {
+      if (top && top.map) top.expectKey = true;
+      i++;
+    } else if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      if (top && top.map && top.expectKey) {
+        top.key = JSON.parse(text.slice(i, j + 1));
+        top.expectKey = false;
+      } else {
+        put(null);
+      }
+      i = j + 1;
+    } else if (c === '-' || (c >= '0' && c <= '9')) {
+      let j = i + 1;
+      while (j < text.length && /[0-9eE.+-]/.test(text[j])) j++;
+      put(/[.eE]/.test(text.slice(i, j)));
+      i = j;
+    } else if (c === 't' || c === 'f' || c === 'n') {
+      put(null);
+      i += c === 'f' ? 5 : 4;
+    } else {
+      i++;                              // whitespace and `:`
+    }
+  }
+  return root;
+}
+
+/** Walks the parsed value with its shape: refuses numbers JSON.parse made infinite (1e400, 5000
+ * digits) anywhere in the body, and records which were written as floats. */
+function markNumbers(value, shape) {
+  const pending = [[value, shape]];
+  while (pending.length) {
+    const [holder, holderShape] = pending.pop();
+    const entries = holderShape.map ? [...holderShape.map] : holderShape.items.map((item, index) => [String(index), item]);
+    for (const [key, childShape] of entries) {
+      const child = holder[key];
+      if (typeof child === 'number') {
+        if (!Number.isFinite(child)) throw new P.JobError(`number out of range in ${key}`);
+        if (childShape === true) {
+          if (!FLOAT_KEYS.has(holder)) FLOAT_KEYS.set(holder, new Set());
+          FLOAT_KEYS.get(holder).add(key);
+        }
+      } else if (child !== null && typeof child === 'object' && childShape) {
+        pending.push([child, childShape]);
+      }
+    }
+  }
 }
 
 function decodeBody(raw) {
@@ -40,24 +104,15 @@ function decodeBody(raw) {
     throw new P.JobError('the body is not UTF-8');
   }
   if (text.charCodeAt(0) === 0xfeff) throw new P.JobError('the body is not JSON: a byte order mark');
+  let value;
   try {
-    // numbers JSON.parse turns into Infinity (1e400, 5000 digits) are refused anywhere in the body
-    const floats = floatLiterals(text);
-    let index = 0;
-    return JSON.parse(text || 'null', function (key, value) {
-      if (typeof value === 'number') {
-        if (!Number.isFinite(value)) throw new P.JobError(`number out of range in ${key || 'the body'}`);
-        if (floats[index++]) {
-          if (!FLOAT_KEYS.has(this)) FLOAT_KEYS.set(this, new Set());
-          FLOAT_KEYS.get(this).add(key);
-        }
-      }
-      return value;
-    });
+    value = JSON.parse(text || 'null');
   } catch (error) {
-    if (error instanceof P.JobError) throw error;
     throw new P.JobError(`the body is not JSON: ${String(error.message).slice(0, 120)}`);
   }
+  if (typeof value === 'number' && !Number.isFinite(value)) throw new P.JobError('number out of range in the body');
+  if (value !== null && typeof value === 'object') markNumbers(value, shapeOf(text));
+  return value;
 }
 
 function shown(value) {
@@ -92,23 +147,37 @@ function parseTarget(text) {
 
 function target(body, allowed) {
   const url = field(body, 'target_url', 'string');
-  if (url.length > P.MAX_URL_CHARS) throw new P.JobError(`\`target_url\` is longer than ${P.MAX_URL_CHARS} characters`);
-  if (!URL_CHARS.test(url)) throw new P.JobError(`\`target_url\` has characters a URL cannot hold: ${shown(url)}`);
-  if (!url.startsWith('http://')) throw new P.JobError(`\`target_url\` must be an http:// URL, got ${shown(url)}`);
-  const rest = url.slice('http://'.length);
-  const slash = rest.search(/[/?#]/);
-  const authority = slash < 0 ? rest : rest.slice(0, slash);
-  const path = slash < 0 ? '/' : rest.slice(slash);
-  if (path.includes('#')) throw new P.JobError('`target_url` must not have a fragment');
-  const match = /^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$/.exec(authority);
-  if (!match) throw new P.JobError(`\`target_url\` must be http://HOST:PORT/PATH, got ${shown(url)}`);
+  if ([...url].length > P.MAX_URL_CHARS) throw new P.JobError(`\`target_url\` is longer than ${P.MAX_URL_CHARS} characters`);
+  const match = TARGET_URL.exec(url);
+  if (!match) throw new P.JobError(`\`target_url\` ${shown(url)} is not a URL this service can request: ${urlProblem(url)}`);
   const host = match[1].toLowerCase();
   const port = match[2] === undefined ? 80 : Number(match[2]);
-  if (port > 65535) throw new P.JobError(`\`target_url\` has a port out of range: ${shown(url)}`);
+  const path = match[3] || '/';
+  if (path.length > P.MAX_TARGET_PATH_CHARS) {
+    throw new P.JobError(`\`target_url\`'s path is ${path.length} characters long; at most ${P.MAX_TARGET_PATH_CHARS}`);
+  }
+  if (port > 65535) throw new P.JobError(`\`target_url\` has a port out of range: ${port}`);
   if (host !== allowed[0] || port !== allowed[1]) {
     throw new P.JobError(`\`target_url\` must be on ${allowed[0]}:${allowed[1]} (this service's --target), got ${host}:${port}`);
   }
-  return { host, port, path: path.startsWith('/') ? path : '/' + path };
+  return { host, port, path };
+}
+
+/** Why `url` does not match TARGET_URL, for the error message. */
+function urlProblem(url) {
+  if (!url.startsWith('http://')) return 'it must be an http:// URL';
+  const rest = url.slice('http://'.length);
+  const cut = rest.search(/[/?#]/);
+  const authority = cut < 0 ? rest : rest.slice(0, cut);
+  const path = cut < 0 ? '' : rest.slice(cut);
+  if (authority.includes('@')) return 'it must not have user info';
+  if (!/^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$/.test(authority)) {
+    return 'it must be http://HOST:PORT/PATH with a host name or [IPv6] and a port of 1 to 5 digits';
+  }
+  if (!path.startsWith('/')) return 'its path must start with `/`';
+  if (path.startsWith('//')) return 'its path starts with `//`, which names a host';
+  if (/%(?![0-9A-Fa-f]{2})/.test(path)) return '`%` does not start a %XX escape';
+  return 'its path has a character a target path cannot hold (write it as %XX)';
 }
 
 function strategy(body) {
@@ -134,7 +203,8 @@ function parseJob(body, allowed) {
   const successes = bounded(body, 'successes', 1, P.MAX_COUNT);
   const maxRequests = bounded(body, 'max_requests', 1, P.MAX_COUNT);
   const instance = field(body, 'instance', 'string', '');
-  if (instance.length > P.MAX_INSTANCE_CHARS) throw new P.JobError(`\`instance\` is longer than ${P.MAX_INSTANCE_CHARS} characters`);
+  // code points, as every runtime counts (length counts UTF-16 units: an emoji is two)
+  if ([...instance].length > P.MAX_INSTANCE_CHARS) throw new P.JobError(`\`instance\` is longer than ${P.MAX_INSTANCE_CHARS} characters`);
   const vu = bounded(body, 'vu', 0, 2 ** 31 - 1, 0);
   const maxDurationMs = bounded(body, 'max_duration_ms', 1, P.MAX_DURATION_MS, P.MAX_DURATION_MS);
   return { strategy: steps, ...where, successes, maxRequests, share, instance, vu, maxDurationMs };

@@ -11,7 +11,8 @@ const MAX_COUNT = 1000000;
 const MAX_DURATION_MS = 86400000;
 const MAX_STEPS = 8;
 const MAX_INSTANCE_CHARS = 1024;
-const MAX_URL_CHARS = 2048;
+const MAX_TARGET_PATH_CHARS = 2048;     // target_url's path and query: the compiler's MAX_TARGET_LENGTH
+const MAX_URL_CHARS = MAX_TARGET_PATH_CHARS + 512;   // room for http:// and any HOST:PORT besides
 
 class JobError extends Error {}                 // HTTP 400: malformed, or a job this service cannot run
 
@@ -41,5 +42,5 @@ class CallLog {
 
 module.exports = {
   PROTOCOL_VERSION, SHARE_MODES, MAX_BODY_BYTES, MAX_HEADER_BYTES, READ_TIMEOUT_MS, MAX_JOBS, MAX_COUNT,
-  MAX_DURATION_MS, MAX_STEPS, MAX_INSTANCE_CHARS, MAX_URL_CHARS, JobError, CallLog,
+  MAX_DURATION_MS, MAX_STEPS, MAX_INSTANCE_CHARS, MAX_TARGET_PATH_CHARS, MAX_URL_CHARS, JobError, CallLog,
 };

@@ -19,7 +19,8 @@ const MAX_FACTOR = 1e9;
 const TIMER_MAX_MS = 2 ** 31 - 1;       // Node's setTimeout runs a longer delay after 1 ms
 
 function check(params, allowed) {
-  const unknown = Object.keys(params).filter(name => !(name in allowed)).sort();
+  // own properties only: `toString` or `__proto__` in a job is an unknown parameter, not Object's
+  const unknown = Object.keys(params).filter(name => !Object.prototype.hasOwnProperty.call(allowed, name)).sort();
   if (unknown.length) {
     throw new JobError(`unknown parameter(s) ${unknown.join(', ').slice(0, 200)}; expected ${Object.keys(allowed).join(', ')}`);
   }

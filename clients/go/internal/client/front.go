@@ -23,7 +23,10 @@ import (
 
 var (
 	requestLine = regexp.MustCompile(`^([A-Z]{1,20}) (/[!-~]*) HTTP/1\.([01])$`)
-	headerLine  = regexp.MustCompile("^([!#$%&'*+\\-.^_`|~0-9A-Za-z]+):[ \t]*(.*?)[ \t]*$")
+	// a field value: visible characters, spaces, tabs and obs-text (any byte from 0x80, which the
+	// regexp reads as a rune of its own); a NUL or another control character is refused (RFC 9110
+	// 5.5), as Node's parser does
+	headerLine = regexp.MustCompile("^([!#$%&'*+\\-.^_`|~0-9A-Za-z]+):[ \t]*([\\t\\x20-\\x7e\\x{80}-\\x{10FFFF}]*?)[ \t]*$")
 )
 
 const readTimeout = ReadTimeoutMs * time.Millisecond
@@ -95,6 +98,14 @@ func lingerClose(conn net.Conn) {
 func (f *Front) serve(conn net.Conn) {
 	count := f.open.Add(1)
 	defer f.open.Add(-1)
+	// a bug must not take the service down, nor drop the caller without a reply: a panic in one
+	// connection's goroutine would end the process
+	defer func() {
+		if failure := recover(); failure != nil {
+			conn.Write(reply(http.StatusInternalServerError, errorBody(clip(sprintf("internal error: %v", failure), 300)), true))
+			lingerClose(conn)
+		}
+	}()
 	reader := bufio.NewReaderSize(conn, 16*1024)
 	if count > f.MaxJobs {
 		conn.SetReadDeadline(time.Now().Add(readTimeout))
@@ -118,7 +129,12 @@ func (f *Front) serve(conn net.Conn) {
 		}
 		conn.SetReadDeadline(time.Time{})
 		status, body := f.dispatch(req, reader, conn)
-		if _, err := conn.Write(reply(status, body, !req.keepAlive)); err != nil || !req.keepAlive {
+		data := reply(status, body, !req.keepAlive)
+		if req.method == http.MethodHead {
+			// a reply to HEAD has no body (RFC 9110 9.3.2): one would be read as the next reply
+			data = data[:bytes.Index(data, []byte("\r\n\r\n"))+4]
+		}
+		if _, err := conn.Write(data); err != nil || !req.keepAlive {
 			lingerClose(conn)
 			return
 		}
@@ -210,7 +226,8 @@ func readRequest(reader *bufio.Reader, conn net.Conn) (*request, error) {
 func strconvQuote(s string) string { return strconv.Quote(s) }
 
 func (f *Front) dispatch(req *request, reader *bufio.Reader, conn net.Conn) (int, any) {
-	switch req.path {
+	route, _, _ := strings.Cut(req.path, "?") // the route is the path: a query does not change it
+	switch route {
 	case "/health":
 		if req.method != http.MethodGet {
 			return http.StatusMethodNotAllowed, errorBody("/health takes GET")
@@ -221,7 +238,7 @@ func (f *Front) dispatch(req *request, reader *bufio.Reader, conn net.Conn) (int
 			return http.StatusMethodNotAllowed, errorBody("/run takes POST")
 		}
 	default:
-		return http.StatusNotFound, errorBody("no route " + clip(strconvQuote(req.path), 60) + "; there are GET /health and POST /run")
+		return http.StatusNotFound, errorBody("no route " + clip(strconvQuote(route), 60) + "; there are GET /health and POST /run")
 	}
 	value, err := DecodeBody(req.body)
 	var job *Job

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"strconv"
@@ -33,9 +34,13 @@ type Job struct {
 	MaxDurationMs int64
 }
 
-// RFC 3986 characters: anything else (spaces, controls) would break the request line
-var urlChars = regexp.MustCompile(`^[A-Za-z0-9\-._~!$&'()*+,;=:@/?%\[\]]*$`)
+// targetURL is protocol v1's TARGET_URL (clients/protocol.py), the one rule every runtime applies:
+// http://HOST[:PORT] and a target path by the compiler's rule (rbl/compiler/urlpath.py). RE2 has no
+// lookahead, so "no // at the start of the path" is checked apart (parseURL).
+var targetURL = regexp.MustCompile(`^http://([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?` +
+	`((?:/(?:[A-Za-z0-9._~!$&'()*+,;=:/\-]|%[0-9A-Fa-f]{2})*(?:\?(?:[A-Za-z0-9._~!$&'()*+,;=:/?\-]|%[0-9A-Fa-f]{2})*)?)?)$`)
 var authority = regexp.MustCompile(`^([A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?$`)
+var badEscape = regexp.MustCompile(`%(?:[^0-9A-Fa-f]|.[^0-9A-Fa-f]|.?$)`)
 
 // DecodeBody is the body's JSON value; a JobError for non-UTF-8, bad JSON, numbers beyond 64 bits
 // or a float's range (anywhere in the body), or nesting deeper than the decoder allows.
@@ -52,8 +57,9 @@ func DecodeBody(raw []byte) (any, error) {
 	if err := decoder.Decode(&value); err != nil {
 		return nil, jobError("the body is not JSON: %s", clip(err.Error(), 120))
 	}
-	if decoder.More() {
-		return nil, jobError("the body is not JSON: more than one value")
+	// More() says false before a stray `]` or `}`: only the end of the input may follow the value
+	if _, err := decoder.Token(); err != io.EOF {
+		return nil, jobError("the body is not JSON: text after the value")
 	}
 	if err := checkNumbers(value); err != nil {
 		return nil, err
@@ -167,40 +173,54 @@ func parseURL(body map[string]any, host string, port int) (string, int, string, 
 	if utf8.RuneCountInString(url) > MaxURLChars {
 		return "", 0, "", jobError("`target_url` is longer than %d characters", MaxURLChars)
 	}
-	if !urlChars.MatchString(url) {
-		return "", 0, "", jobError("`target_url` has characters a URL cannot hold: %s", shown(url))
+	match := targetURL.FindStringSubmatch(url)
+	if match == nil || strings.HasPrefix(match[3], "//") {
+		return "", 0, "", jobError("`target_url` %s is not a URL this service can request: %s", shown(url), urlProblem(url))
 	}
-	if !strings.HasPrefix(url, "http://") {
-		return "", 0, "", jobError("`target_url` must be an http:// URL, got %s", shown(url))
+	path := match[3]
+	if path == "" {
+		path = "/"
 	}
-	rest := url[len("http://"):]
-	cut := strings.IndexAny(rest, "/?#")
-	where, path := rest, "/"
-	if cut >= 0 {
-		where, path = rest[:cut], rest[cut:]
-	}
-	if strings.Contains(path, "#") {
-		return "", 0, "", jobError("`target_url` must not have a fragment")
-	}
-	match := authority.FindStringSubmatch(where)
-	if match == nil {
-		return "", 0, "", jobError("`target_url` must be http://HOST:PORT/PATH, got %s", shown(url))
+	if len(path) > MaxTargetPathChars {
+		return "", 0, "", jobError("`target_url`'s path is %d characters long; at most %d", len(path), MaxTargetPathChars)
 	}
 	gotPort := 80
 	if match[2] != "" {
 		gotPort, _ = strconv.Atoi(match[2])
 	}
-	gotHost := strings.ToLower(match[1])
 	if gotPort > 65535 {
-		return "", 0, "", jobError("`target_url` has a port out of range: %s", shown(url))
+		return "", 0, "", jobError("`target_url` has a port out of range: %d", gotPort)
 	}
+	gotHost := strings.ToLower(match[1])
 	if gotHost != host || gotPort != port {
 		return "", 0, "", jobError("`target_url` must be on %s:%d (this service's --target), got %s:%d", host, port, gotHost, gotPort)
 	}
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
-	}
 	return gotHost, gotPort, path, nil
+}
+
+// urlProblem says why url does not match targetURL, for the error message.
+func urlProblem(url string) string {
+	if !strings.HasPrefix(url, "http://") {
+		return "it must be an http:// URL"
+	}
+	rest := url[len("http://"):]
+	where, path := rest, ""
+	if cut := strings.IndexAny(rest, "/?#"); cut >= 0 {
+		where, path = rest[:cut], rest[cut:]
+	}
+	switch {
+	case strings.Contains(where, "@"):
+		return "it must not have user info"
+	case !authority.MatchString(where):
+		return "it must be http://HOST:PORT/PATH with a host name or [IPv6] and a port of 1 to 5 digits"
+	case !strings.HasPrefix(path, "/"):
+		return "its path must start with `/`"
+	case strings.HasPrefix(path, "//"):
+		return "its path starts with `//`, which names a host"
+	case badEscape.MatchString(path):
+		return "`%` does not start a %XX escape"
+	}
+	return "its path has a character a target path cannot hold (write it as %XX)"
 }
 
 func strategy(body map[string]any) ([]Step, error) {

@@ -15,7 +15,8 @@ const (
 	MaxDurationMs       = 86_400_000
 	MaxSteps            = 8
 	MaxInstanceChars    = 1024
-	MaxURLChars         = 2048
+	MaxTargetPathChars  = 2048                     // target_url's path and query: the compiler's MAX_TARGET_LENGTH
+	MaxURLChars         = MaxTargetPathChars + 512 // room for http:// and any HOST:PORT besides
 	sharedInstancesKept = 256
 )
 

@@ -107,7 +107,10 @@ func (s *Service) Run(job *Job, gone <-chan struct{}) (map[string]any, error) {
 		}
 	}()
 	log := &CallLog{}
-	target := newTarget(ctx, job, started, func() int { return log.Requests })
+	target, err := newTarget(ctx, job, started, func() int { return log.Requests })
+	if err != nil {
+		return nil, err
+	}
 	defer target.Close()
 	call := Operation(func(context.Context) error { return target.Send() })
 	for i := len(wrappers) - 1; i >= 0; i-- { // outermost first in the job: wrap inside-out

@@ -20,14 +20,20 @@ type Target struct {
 	started   time.Time
 	client    *http.Client
 	transport *http.Transport
-	url       string
-	logged    func() int // requests of the calls already logged
+	request   *http.Request // each request is a copy of it, with the call's context
+	logged    func() int    // requests of the calls already logged
 
 	mu   sync.Mutex
 	sent [][3]int64 // the call in progress
 }
 
-func newTarget(ctx context.Context, job *Job, started time.Time, logged func() int) *Target {
+// newTarget builds the job's request once: a target_url Go's URL parser refuses is the job's error
+// (a 400), not a request that cannot be sent.
+func newTarget(ctx context.Context, job *Job, started time.Time, logged func() int) (*Target, error) {
+	request, err := http.NewRequest(http.MethodGet, "http://"+job.Host+":"+strconv.Itoa(job.Port)+job.Path, nil)
+	if err != nil {
+		return nil, jobError("`target_url` cannot be requested: %s", clip(err.Error(), 120))
+	}
 	transport := &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
@@ -42,8 +48,8 @@ func newTarget(ctx context.Context, job *Job, started time.Time, logged func() i
 		client: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}},
-		url:    "http://" + job.Host + ":" + strconv.Itoa(job.Port) + job.Path,
-		logged: logged}
+		request: request,
+		logged:  logged}, nil
 }
 
 // Sent is the number of requests sent so far, by logged calls and the call in progress.
@@ -80,7 +86,7 @@ func (t *Target) Send() error {
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, requestTimeout)
 	defer cancel()
-	request, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.url, nil)
+	request := t.request.Clone(ctx)
 	began := time.Now()
 	status := 0
 	response, err := t.client.Do(request)

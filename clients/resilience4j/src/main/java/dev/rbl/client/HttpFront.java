@@ -32,10 +32,12 @@ final class HttpFront {
     static final int MAX_BODY_BYTES = 1 << 20;
     static final int MAX_HEADER_BYTES = 32 * 1024;
     static final int READ_TIMEOUT_MS = 5000;
-    private static final int REFUSERS = 4;                // threads answering 503 beyond the cap ...
-    private static final int REFUSE_LINGER_MS = 250;      // ... each waiting this long at most for the close
+    private static final int REFUSE_LINGER_MS = 250;      // a refused connection waits this long at most for the close
     private static final Pattern REQUEST_LINE = Pattern.compile("([A-Z]{1,20}) (/[!-~]*) HTTP/1\\.([01])");
-    private static final Pattern HEADER = Pattern.compile("([!#$%&'*+\\-.^_`|~0-9A-Za-z]+):[ \\t]*(.*?)[ \\t]*");
+    // a field value: visible characters, spaces, tabs and obs-text; a NUL or another control
+    // character is refused (RFC 9110 5.5), as Node's parser does
+    private static final Pattern HEADER = Pattern.compile(
+            "([!#$%&'*+\\-.^_`|~0-9A-Za-z]+):[ \\t]*([\\t\\x20-\\x7e\\x80-\\xff]*?)[ \\t]*");
 
     /** What the service answers. */
     interface Routes {
@@ -52,17 +54,19 @@ final class HttpFront {
     private final int maxJobs;
     private final Semaphore slots;
     private final ThreadPoolExecutor workers;
-    private final ThreadPoolExecutor refusers;
+    private final Lingerer lingerer;
 
     HttpFront(InetSocketAddress address, int maxJobs, Routes routes) throws IOException {
         this.server = ServerSocketChannel.open();
         server.socket().setReuseAddress(true);
-        server.bind(address, 1024);                 // hundreds of virtual users connect at once
+        // hundreds of virtual users connect at once; an overflowing backlog drops their SYNs, which
+        // are retried only after a second or more
+        server.bind(address, Math.max(1024, 2 * maxJobs));
         this.routes = routes;
         this.maxJobs = maxJobs;
         this.slots = new Semaphore(maxJobs);
         this.workers = pool(maxJobs, "rbl-vu");
-        this.refusers = pool(REFUSERS, "rbl-refuse");
+        this.lingerer = new Lingerer(REFUSE_LINGER_MS);
     }
 
     private static ThreadPoolExecutor pool(int size, String name) {
@@ -89,7 +93,7 @@ final class HttpFront {
                     if (slots.tryAcquire()) {
                         workers.execute(() -> serve(channel));
                     } else {
-                        refusers.execute(() -> refuse(channel));
+                        refuse(channel);
                     }
                 } catch (IOException e) {
                     if (!server.isOpen()) {
@@ -112,7 +116,7 @@ final class HttpFront {
     private void serve(SocketChannel channel) {
         try {
             new Connection(channel).serve();
-        } catch (RuntimeException e) {      // a bug must not drop the caller silently
+        } catch (RuntimeException | StackOverflowError e) {      // a bug must not drop the caller silently
             new Connection(channel).send(500, "{\"error\":" + Json.quote("internal error: " + e) + "}", true);
         } finally {
             close(channel);
@@ -120,10 +124,22 @@ final class HttpFront {
         }
     }
 
+    /**
+     * The 503, written by the accepting thread without waiting (a fresh connection's send buffer
+     * holds it whole); then the lingerer closes the connection.
+     */
     private void refuse(SocketChannel channel) {
-        new Connection(channel).send(503, "{\"error\":\"busy: this service runs at most " + maxJobs
-                + " connections at once\"}", true);
-        lingerClose(channel, REFUSE_LINGER_MS);
+        byte[] reply = Connection.replyBytes(503, "{\"error\":\"busy: this service runs at most " + maxJobs
+                + " connections at once\"}", true, true);
+        try {
+            channel.configureBlocking(false);
+            channel.write(ByteBuffer.wrap(reply));
+            channel.shutdownOutput();
+        } catch (IOException e) {
+            close(channel);
+            return;
+        }
+        lingerer.add(channel);
     }
 
     /**
@@ -205,7 +221,8 @@ final class HttpFront {
                     return;
                 }
                 Reply reply = dispatch(request);
-                send(reply.status(), reply.json(), !request.keepAlive());
+                // a reply to HEAD has no body (RFC 9110 9.3.2): one would be read as the next reply
+                write(replyBytes(reply.status(), reply.json(), !request.keepAlive(), !request.method().equals("HEAD")));
                 if (!request.keepAlive()) {
                     return;
                 }
@@ -262,9 +279,22 @@ final class HttpFront {
             return true;
         }
 
+        /** Drops empty lines before a request line (allowed by RFC 9112 2.2), so the blank line
+         * found next is the one that ends the headers. */
+        private void skipLeadingEmptyLines() {
+            int start = 0;
+            while (start < buffer.length && (buffer[start] == '\r' || buffer[start] == '\n')) {
+                start++;
+            }
+            if (start > 0) {
+                buffer = Arrays.copyOfRange(buffer, start, buffer.length);
+            }
+        }
+
         private String readHead() throws Reject, PeerGone {
             long deadline = System.nanoTime() + READ_TIMEOUT_MS * 1_000_000L;
             int[] end;
+            skipLeadingEmptyLines();
             while ((end = headEnd()) == null) {
                 if (buffer.length > MAX_HEADER_BYTES) {
                     throw new Reject(431, "the request's headers are over " + MAX_HEADER_BYTES + " bytes");
@@ -284,13 +314,14 @@ final class HttpFront {
                     }
                     throw new Reject(400, "the connection closed inside the request's headers");
                 }
+                skipLeadingEmptyLines();
             }
             if (end[0] > MAX_HEADER_BYTES) {
                 throw new Reject(431, "the request's headers are over " + MAX_HEADER_BYTES + " bytes");
             }
             String head = new String(buffer, 0, end[0], StandardCharsets.ISO_8859_1);
             buffer = Arrays.copyOfRange(buffer, end[1], buffer.length);
-            return head.replaceFirst("^[\\r\\n]+", "");    // blank lines before a request are allowed
+            return head;
         }
 
         private Request readRequest() throws Reject, PeerGone {
@@ -386,13 +417,20 @@ final class HttpFront {
         }
 
         void send(int status, String json, boolean close) {
+            write(replyBytes(status, json, close, true));
+        }
+
+        static byte[] replyBytes(int status, String json, boolean close, boolean withBody) {
             byte[] data = json.getBytes(StandardCharsets.UTF_8);
             String head = "HTTP/1.1 " + status + " " + phrase(status) + "\r\ncontent-type: application/json\r\n"
                     + "content-length: " + data.length + "\r\n" + (close ? "connection: close\r\n" : "") + "\r\n";
             byte[] headBytes = head.getBytes(StandardCharsets.ISO_8859_1);
+            if (!withBody) {
+                return headBytes;
+            }
             byte[] all = Arrays.copyOf(headBytes, headBytes.length + data.length);
             System.arraycopy(data, 0, all, headBytes.length, data.length);
-            write(all);
+            return all;
         }
 
         private void write(byte[] data) {

@@ -8,7 +8,9 @@ import java.util.Map;
 /**
  * Just enough JSON for protocol v1: objects become Maps, arrays Lists, integers Long, other numbers
  * Double. Refuses (JobError) integers beyond 64 bits, numbers beyond a double's range and nesting
- * deeper than MAX_DEPTH, so a hostile body cannot overflow the stack or smuggle an infinity.
+ * deeper than MAX_DEPTH, so a hostile body cannot overflow the stack or smuggle an infinity; and,
+ * as the other runtimes' parsers do, what RFC 8259 does not allow (a bad escape, a raw control
+ * character in a string, whitespace other than space, tab, CR and LF).
  */
 final class Json {
     static final int MAX_DEPTH = 512;
@@ -143,6 +145,9 @@ final class Json {
             if (c == '"') {
                 return out.toString();
             }
+            if (c < 0x20) {
+                throw error("a control character in a string");     // JSON has it escaped (RFC 8259 7)
+            }
             if (c != '\\') {
                 out.append(c);
                 continue;
@@ -164,7 +169,8 @@ final class Json {
                     out.append((char) Integer.parseInt(text.substring(pos, pos + 4), 16));
                     pos += 4;
                 }
-                default -> out.append(e);
+                case '"', '\\', '/' -> out.append(e);
+                default -> throw error("bad escape \\" + e);
             }
         }
         throw error("unterminated string");
@@ -224,8 +230,9 @@ final class Json {
         pos++;
     }
 
+    /** JSON's whitespace only: Character.isWhitespace would also take a vertical tab or U+001C. */
     private void skipSpace() {
-        while (pos < text.length() && Character.isWhitespace(text.charAt(pos))) {
+        while (pos < text.length() && " \t\n\r".indexOf(text.charAt(pos)) >= 0) {
             pos++;
         }
     }

@@ -1,0 +1,158 @@
+"""Deliberately wrong client services, to prove the hostile checks catch what they look for: each
+stands in front of a real client service and breaks the protocol in one way, the way a client with
+that defect would.
+
+  rewriting_client   rewrites each POST /run job before the real service sees it (an HTTP forwarder)
+  relaying_client    relays bytes, but drops some methods' connections, puts a body in replies to
+                     HEAD, or holds 503 replies back (a TCP relay on an asyncio loop of its own, so a
+                     few hundred connections cost it no thread each)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+from urllib.parse import urlsplit
+
+from .checks import post
+
+
+@contextmanager
+def rewriting_client(real_url: str, rewrite: Callable[[dict], dict]):
+    """Yields the URL of a forwarder that applies rewrite(job) to every POST /run body."""
+
+    class Forwarder(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _answer(self, status: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self._answer(*post(real_url, self.path, method="GET"))
+
+        def do_POST(self):
+            job = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            self._answer(*post(real_url, self.path, rewrite(job)))
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Forwarder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def escaping_what_it_cannot_send(job: dict) -> dict:
+    """A lenient client: it percent-encodes what a target path cannot hold (a `%` without two hex
+    digits, `@`, brackets, spaces...) and runs the job, where the compiler refuses the path."""
+    url = job.get("target_url")
+    if isinstance(url, str):
+        head, slash, path = url.partition("://")[2].partition("/")
+        if slash:
+            path = re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", path)
+            path = "".join(ch if re.fullmatch(r"[A-Za-z0-9._~!$&'()*+,;=:/?%-]", ch) else
+                           "".join(f"%{b:02X}" for b in ch.encode()) for ch in path)
+            job["target_url"] = f"http://{head}/{path}"
+    return job
+
+
+def refusing_quotes(job: dict) -> dict:
+    """A strict client: it refuses a `'` in a path (as if it only knew RFC 1738), where the compiler
+    accepts it; here by making the path one the real service refuses."""
+    url = job.get("target_url")
+    if isinstance(url, str) and "'" in url:
+        job["target_url"] = url.replace("'", "%")
+    return job
+
+
+@contextmanager
+def relaying_client(real_url: str, drop_methods: tuple[bytes, ...] = (), body_on_head: bool = False,
+                    hold_503_s: float = 0.0):
+    """Yields the URL of a TCP relay to the real service that closes the connection of a request
+    whose method is in drop_methods without a reply, sends a body after the head of a reply to
+    HEAD, or holds a 503 back for hold_503_s."""
+    parts = urlsplit(real_url)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    address: list[int] = []
+    servers: list[asyncio.Server] = []
+    writers: set[asyncio.StreamWriter] = set()   # every connection, closed at the end: the real
+    # service's jobs must see their callers leave, or they hold its connections after the check
+
+    async def pipe_requests(reader, writer, first: bytes) -> None:
+        writer.write(first)
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+
+    async def pipe_replies(reader, writer, head_request: bool) -> None:
+        first = True
+        while data := await reader.read(65536):
+            if first and hold_503_s and data.startswith(b"HTTP/1.1 503"):
+                await asyncio.sleep(hold_503_s)
+            if first and head_request and body_on_head and b"\r\n\r\n" in data:
+                end = data.index(b"\r\n\r\n") + 4
+                data = data[:end] + b'{"error":"a body where HEAD has none"}' + data[end:]
+            first = False
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    async def handle(reader, writer) -> None:
+        upstream = None
+        writers.add(writer)
+        try:
+            first = await reader.read(65536)
+            if not first or first.split(b" ", 1)[0] in drop_methods:
+                return
+            upstream = await asyncio.open_connection(parts.hostname, parts.port)
+            writers.add(upstream[1])
+            await asyncio.gather(pipe_requests(reader, upstream[1], first),
+                                 pipe_replies(upstream[0], writer, first.startswith(b"HEAD ")))
+        except OSError:
+            pass
+        finally:
+            writer.close()
+            if upstream:
+                upstream[1].close()
+
+    async def start() -> None:
+        servers.append(await asyncio.start_server(handle, "127.0.0.1", 0, backlog=2048))
+        address.append(servers[0].sockets[0].getsockname()[1])
+        ready.set()
+
+    async def close_all() -> None:
+        servers[0].close()
+        for writer in list(writers):
+            writer.transport.abort()
+        tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    thread = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
+    thread.start()
+    assert ready.wait(10), "the relay did not start"
+    try:
+        yield f"http://127.0.0.1:{address[0]}"
+    finally:
+        asyncio.run_coroutine_threadsafe(close_all(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
