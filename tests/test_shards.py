@@ -224,3 +224,38 @@ def _shard_ids(run_dir: Path, index: int, count: int) -> set[str]:
     scenarios = _scenarios(run_dir)
     shard_of, _ = assign(scenarios, count, json.loads((run_dir / "plan.json").read_text())["rounds"])
     return {s["id"] for s, k in zip(scenarios, shard_of) if k == index}
+
+
+def test_merge_reads_real_shards_as_untrusted_input_and_changes_none(runs, tmp_path):
+    """Real shards, one with its logs linked to /proc/self and a round whose rows repeat a user: the
+    link is not followed, the round is a gap named by file and line, and the shards stay as they were."""
+    import shutil
+    work, made = runs
+    copies = [Path(shutil.copytree(made[f"s{i}of2"], tmp_path / f"s{i}of2")) for i in range(2)]
+    shutil.rmtree(copies[0] / "logs")
+    (copies[0] / "logs").symlink_to("/proc/self")
+    rows = (copies[1] / "results.jsonl").read_text().splitlines()
+    at = next(n for n, line in enumerate(rows) if json.loads(line)["users"] == 2 and json.loads(line)["userId"] == 1)
+    first = json.loads(rows[at])
+    repeated = next(n for n, line in enumerate(rows, 1) if (json.loads(line)["scenarioId"], json.loads(line)["round"],
+                                                           json.loads(line)["userId"]) ==
+                    (first["scenarioId"], first["round"], 2))
+    rows[repeated - 1] = rows[at]            # the round has user 1 twice, and user 2 not at all
+    (copies[1] / "results.jsonl").write_text("\n".join(rows) + "\n")
+    before = {p: p.read_bytes() for copy in copies for p in copy.rglob("*") if p.is_file() and not p.is_symlink()}
+    done = _rbl(tmp_path, "merge", "s0of2", "s1of2", "-o", "m")
+    assert done.returncode == 3, done.stderr
+    assert (f"s1of2/results.jsonl: line {max(repeated, at + 1)} repeats user 1 of round {first['round']} of scenario "
+            f"{first['scenarioId']} (line {min(repeated, at + 1)})") in done.stderr
+    assert "1 gap:" in done.stderr and "rbl run --resume s1of2" in done.stderr and not (tmp_path / "m").exists()
+    assert {p: p.read_bytes() for p in before} == before
+    assert (copies[0] / "logs").is_symlink()
+    # with --allow-gaps: everything but that round, and no link in the merged directory
+    done = _rbl(tmp_path, "merge", "s0of2", "s1of2", "-o", "m", "--allow-gaps")
+    assert done.returncode == 3 and "s0of2/logs is a symbolic link; not copied" in done.stderr
+    assert not (tmp_path / "m" / "logs" / "shard-0-of-2").exists()
+    assert (tmp_path / "m" / "logs" / "shard-1-of-2").is_dir()
+    assert not [p for p in (tmp_path / "m").rglob("*") if p.is_symlink()]
+    assert _keys(_rows(tmp_path / "m")) == _keys(_rows(made["whole"])) - Counter(
+        {(first["scenarioId"], first["round"], r["userId"]): 1 for r in _rows(made["whole"])
+         if (r["scenarioId"], r["round"]) == (first["scenarioId"], first["round"])})

@@ -8,7 +8,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..store.results import RunDirectory
+from ..store.results import MANIFEST, RESULTS, RunDirectory
+from ..store.run_reader import DOCUMENT_LIMIT, check_member
 from .labels import METRIC_TITLES as TITLES, Labeller
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
 
@@ -74,28 +75,42 @@ def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: i
                warn=lambda text: None, include_warmup: bool = False,
                method: str = "auto") -> tuple[dict, list[Cell]]:
     """The run's plan header and its cells in plan order, with an estimate per metric. Lines of
-    results.jsonl that are not rows of this plan are left out, and `warn` says how many. Warm-up
-    rows (the plan's `warmup`) are left out of the statistics unless `include_warmup`. `method`
-    chooses each cell's interval (stats.interval_method: auto, bootstrap, rounds-t)."""
+    results.jsonl that are not rows of this plan are left out, and so are rounds in which a virtual
+    user appears twice (each row would count twice); `warn` names them. Warm-up rows (the plan's
+    `warmup`) are left out of the statistics unless `include_warmup`. `method` chooses each cell's
+    interval (stats.interval_method: auto, bootstrap, rounds-t). The run directory is read as
+    untrusted input (rbl/store/run_reader.py)."""
     run = RunDirectory(run_dir)
-    header = run.plan_header()
-    cells = {s["id"]: Cell(s) for s in run.scenarios()}
-    for row in run.rows():
-        cell = cells.get(row["scenarioId"])
-        if cell is None:
+    # the report reads the manifest too (build.py): no link, FIFO or giant file there either
+    check_member(run_dir, MANIFEST, DOCUMENT_LIMIT)
+    header = run.plan_header(strict=True)
+    cells = {s["id"]: Cell(s) for s in run.scenarios(header, strict=True)}
+    read = run.rounds()
+    for (scenario_id, round_number), rows in read.rounds.items():
+        cell = cells[scenario_id]
+        cell.violation_rows += sum(bool(row.get("oracleViolations")) for row in rows)
+        if (scenario_id, round_number) in read.repeated:
             continue
-        cell.violation_rows += bool(row.get("oracleViolations"))
-        if row.get("warmup") and not include_warmup:
-            cell.warmup_rounds.add(row["round"])
-            continue
-        cell.rounds.setdefault(row["round"], []).append(row)
-    if run.skipped_rows:
-        warn(f"{run.skipped_rows} line{'s' if run.skipped_rows != 1 else ''} of {run_dir / 'results.jsonl'} "
-             "are not rows of this plan (damaged or edited) and are left out; `rbl run --resume` redoes their rounds")
+        for row in rows:
+            if row.get("warmup") and not include_warmup:
+                cell.warmup_rounds.add(row["round"])
+                continue
+            cell.rounds.setdefault(row["round"], []).append(row)
+    results = run_dir / RESULTS
+    if read.bad_count:
+        many = read.bad_count != 1
+        warn(f"{read.bad_count} line{'s' if many else ''} of {results} {'are' if many else 'is'} not "
+             f"{'rows' if many else 'a row'} of this plan (damaged or edited) and {'are' if many else 'is'} left "
+             f"out; `rbl run --resume` redoes {'their rounds' if many else 'its round'}: "
+             + "; ".join(read.bad_lines(str(results))))
+    for message in read.repeats():
+        warn(f"{results}: {message}: the round is left out (its rows would count twice); "
+             f"`rbl run --resume {run_dir}` redoes it")
     for failure in run.failures():
-        cell = cells.get(failure["scenarioId"])
+        cell = cells[failure["scenarioId"]]
         # a round that failed and was later redone by --resume has rows: it no longer counts
-        if cell is not None and failure["round"] not in cell.rounds and failure["round"] not in cell.warmup_rounds:
+        if failure["round"] not in cell.rounds and failure["round"] not in cell.warmup_rounds \
+                and failure["round"] not in cell.failed_rounds:          # failed in two sessions: once
             cell.failed_rounds.append(failure["round"])
     for cell in cells.values():
         for metric in metrics:

@@ -21,6 +21,9 @@ from pathlib import Path
 from rich.console import Console
 
 from ..errors import UsageError
+from ..store.report_output import OutputDirectory
+from ..store.results import PLAN, RESULTS, RunDirectory
+from ..store.run_reader import check_member
 from .cells import Cell, load_cells
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
@@ -72,7 +75,7 @@ def _key(cell: Cell) -> tuple:
 
 
 def _load(run_dir: Path, metrics: list[str], warn) -> tuple[dict, dict[tuple, Cell]]:
-    if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
+    if not run_dir.is_dir() or not check_member(run_dir, PLAN) or not check_member(run_dir, RESULTS):
         raise UsageError(f"{run_dir} is not an rbl run directory (no plan.json and results.jsonl)",
                          hint="pass two directories `rbl run` wrote (their -o)")
     # the estimates are recomputed by difference(); one resample here keeps loading cheap
@@ -86,11 +89,8 @@ def _groups(cell: Cell, metric: str) -> list[list]:
 
 def _versions(run_a: Path, run_b: Path) -> list[str]:
     def read(run: Path) -> dict:
-        try:
-            versions = json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("versions")
-        except (OSError, ValueError, AttributeError):
-            return {}
-        return versions if isinstance(versions, dict) else {}
+        manifest, _ = RunDirectory(run).manifest()       # a damaged one names no versions
+        return manifest.get("versions", {})
     a, b = read(run_a), read(run_b)
     return [f"{name} {a.get(name)} -> {b.get(name)}" for name in sorted(set(a) | set(b))
             if a.get(name) != b.get(name)]
@@ -167,9 +167,16 @@ def print_diff(diff: RunDiff, console: Console) -> None:
         console.print(f"versions that differ: {', '.join(diff.versions)}", highlight=False)
 
 
-def write_diff(diff: RunDiff, out_dir: Path) -> list[Path]:
-    """diff.csv, diff.json and the figure (PNG, SVG) in out_dir."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def default_output(run_a: Path, run_b: Path) -> Path:
+    """Where `rbl diff` writes without -o (as rbl/cli.py computes it): inside run B."""
+    return run_b / f"diff-vs-{run_a.resolve().name}"
+
+
+def write_diff(diff: RunDiff, out: Path) -> list[Path]:
+    """diff.csv, diff.json and the figure (PNG, SVG) in `out`: made apart and moved in, so a link
+    planted there is refused, not written through (a directory the user named may be a link)."""
+    output = OutputDirectory(out, named_by_user=out != default_output(diff.run_a, diff.run_b))
+    out_dir = output.staging
     paths = [out_dir / "diff.csv", out_dir / "diff.json"]
     paths[0].write_text(as_csv(diff), encoding="utf-8")
     paths[1].write_text(as_json(diff), encoding="utf-8")
@@ -180,7 +187,7 @@ def write_diff(diff: RunDiff, out_dir: Path) -> list[Path]:
         paths.append(path)
     import matplotlib.pyplot as plt
     plt.close(figure)
-    return paths
+    return output.commit(paths)
 
 
 def diff_figure(diff: RunDiff):

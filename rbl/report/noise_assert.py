@@ -42,12 +42,10 @@ def noise_assertion_result(run_dir: Path) -> tuple[bool, str] | None:
 
 
 def _manifest(run_dir: Path) -> dict | None:
-    import json
-    try:
-        manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
+    """The run's manifest, None when it has none or a damaged one (read as untrusted input)."""
+    from ..store.results import RunDirectory
+    manifest, _ = RunDirectory(run_dir).manifest()
+    return manifest or None
 
 
 def _shard_of(run_dir: Path) -> str | None:

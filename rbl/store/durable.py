@@ -1,13 +1,15 @@
-"""Writing run files so that a crash or a full disk never leaves a half-written one behind."""
+"""Writing run files so that a crash or a full disk never leaves a half-written one behind, and
+never through a link or into a hard-linked file planted in the run directory."""
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import StorageError
+from ..errors import StorageError, UsageError
 
 # errors of the storage itself, as opposed to a bug or a missing permission: the run stops,
 # says so and stays resumable
@@ -40,15 +42,56 @@ def fsync_directory(path: Path) -> None:
         os.close(descriptor)
 
 
+def planted(path: Path, why: str) -> UsageError:
+    """The error for something planted where rbl writes (a link, a special or hard-linked file)."""
+    return UsageError(f"{path} {why}; rbl does not write there",
+                      hint="move it away, or replace it with a plain copy (rbl writes only its own files in a "
+                           "run directory), then try again")
+
+
+def new_file(path: Path) -> int:
+    """A descriptor of a new, empty file at `path`, opened for writing. What is there already (a
+    temporary file a crash left, or something planted) is removed first, never written through."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except IsADirectoryError:
+        raise planted(path, "is a directory") from None
+    # O_EXCL: a link planted between the unlink and the open makes the open fail, not follow it
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+
+
+def open_own(path: Path, flags: int) -> int:
+    """os.open for writing a file rbl keeps (results.jsonl, run.lock): refused when it is a link,
+    not a regular file, or has another hard link (whose file would change too)."""
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise planted(path, "is a symbolic link") from None
+        if error.errno in (errno.EISDIR, errno.ENXIO):
+            raise planted(path, "is not a regular file") from None
+        raise
+    status = os.fstat(descriptor)
+    why = ("is not a regular file" if not stat.S_ISREG(status.st_mode) else
+           f"has {status.st_nlink - 1} other hard link(s)" if status.st_nlink > 1 else None)
+    if why:
+        os.close(descriptor)
+        raise planted(path, why)
+    os.set_blocking(descriptor, True)
+    return descriptor
+
+
 def write_atomically(path: Path, text: str) -> None:
     """Replace `path` with `text` whole: readers see the old content or the new, never a part."""
     temporary = path.with_name(path.name + ".tmp")
     try:
-        with temporary.open("w", encoding="utf-8") as out:
+        with os.fdopen(new_file(temporary), "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, path)
+        os.replace(temporary, path)       # a link at `path` is replaced, not followed
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
@@ -60,7 +103,7 @@ def append_whole(path: Path, data: str) -> None:
     Unbuffered on purpose: a buffered file would retry its buffer (and fail again) before it
     could be cut back."""
     encoded = data.encode("utf-8")
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    descriptor = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         start = os.lseek(descriptor, 0, os.SEEK_END)
         try:
@@ -80,7 +123,7 @@ def append_whole(path: Path, data: str) -> None:
 
 def reserve_ballast(directory: Path) -> None:
     """Set aside BALLAST_BYTES in `directory` (real blocks, not a sparse file)."""
-    with (directory / BALLAST).open("wb") as out:
+    with os.fdopen(new_file(directory / BALLAST), "wb") as out:
         out.write(b"\0" * BALLAST_BYTES)
         out.flush()
         os.fsync(out.fileno())

@@ -7,6 +7,10 @@ and every round of the plan is in exactly one of them. A round in two directorie
 a round in none a gap: both are listed with the shard each scenario belongs to, and the exit code
 is 3 (the same as a run with failed rounds); nothing is written unless --allow-gaps says to write
 what there is. The rows keep their values; they are written in plan order (scenario, round, user).
+
+The shards are untrusted input, read through RunDirectory (run_reader.py) and never changed: a
+damaged plan or manifest is an error naming it, a line that is not a row is left out with a
+warning naming it, and a round in which a virtual user appears twice is no complete round (a gap).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
-from .results import RunDirectory
+from .results import MANIFEST, PLAN, RESULTS, SCENARIOS, RunDirectory
 from .run_order import rounds_per_scenario
+from .run_reader import check_member
+from .shard_logs import copy_logs
 from .shards import Shard, assign, plan_digest, recorded_shard
 
 MAX_LISTED = 20          # missing or overlapping scenarios named; then "and N more"
@@ -31,6 +37,8 @@ class ShardDir:
     shard: Shard
     manifest: dict
     rounds: dict[tuple[str, int], list[dict]] = field(default_factory=dict)
+    complete: set[tuple[str, int]] = field(default_factory=set)      # rounds with every user once
+    failures: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -43,24 +51,35 @@ class MergeResult:
     code: int
 
 
-def _read(path: Path) -> tuple[ShardDir, dict, str]:
+def _read(path: Path, say) -> tuple[ShardDir, dict, str]:
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory", hint="give the run directories of the shards (their -o)")
     run = RunDirectory(path)
-    if not (path / "plan.json").is_file() or not (path / "scenarios.jsonl").is_file():
-        raise UsageError(f"{path} is not an rbl run directory (no plan.json and scenarios.jsonl)",
+    if not check_member(path, PLAN) or not check_member(path, SCENARIOS):
+        raise UsageError(f"{path} is not an rbl run directory (no {PLAN} and {SCENARIOS})",
                          hint="give the run directories `rbl run --shard I/N -o DIR` wrote")
-    header = run.plan_header()
-    digest = plan_digest(header, run.scenarios(header))
-    manifest = run.read_manifest()
+    header = run.plan_header(strict=True)
+    digest = plan_digest(header, run.scenarios(header, strict=True))
+    manifest, problem = run.manifest()
+    if problem:
+        # it says which shard the directory is: without it the rounds cannot be placed
+        raise UsageError(f"{path / MANIFEST} is damaged: {problem}",
+                         hint="repair it, or run the shard again in a new run directory")
     shard = recorded_shard(manifest) or Shard(0, 1)       # an unsharded run is the one shard of its plan
     recorded = (manifest.get("shard") or {}).get("plan_sha256")
     if recorded is not None and recorded != digest:
         raise UsageError(f"{path}: its plan is not the one its shard was started with (digest {digest[:12]}, "
                          f"recorded {str(recorded)[:12]})", hint="the run directory was edited; run the shard again")
     found = ShardDir(path, shard, manifest)
-    for row in run.rows():
-        found.rounds.setdefault((row["scenarioId"], row["round"]), []).append(row)
+    read = run.rounds()
+    for message in read.bad_lines(str(path / RESULTS)):
+        say(f"warning: {message}; left out")
+    for message in read.repeats():
+        say(f"warning: {path / RESULTS}: {message}; the round is left out (`rbl run --resume {path}` redoes it)")
+    users_of = {s["id"]: s["users"] for s in run.scenarios(header)}
+    found.rounds = read.rounds
+    found.complete = {key for key in read.rounds if read.complete(key, users_of[key[0]])}
+    found.failures = run.failures()               # read now: nothing is written before every input is read
     return found, header, digest
 
 
@@ -69,7 +88,7 @@ def merge(dirs: list[Path], out: Path | None, allow_gaps: bool = False, say=prin
         raise UsageError("nothing to merge", hint="give the shards' run directories: rbl merge DIR... -o OUT")
     if len(set(p.resolve() for p in dirs)) != len(dirs):
         raise UsageError("a run directory is given twice")
-    read = [_read(path) for path in dirs]
+    read = [_read(path, say) for path in dirs]
     first, header, digest = read[0]
     for other, _, other_digest in read[1:]:
         if other_digest != digest:
@@ -81,12 +100,10 @@ def merge(dirs: list[Path], out: Path | None, allow_gaps: bool = False, say=prin
     scenarios = list(run.scenarios(header))
     per_scenario = rounds_per_scenario(header)
     owner = _owners(scenarios, shards, per_scenario)
-    users_of = {s["id"]: s["users"] for s in scenarios}
     sources: dict[tuple[str, int], list[ShardDir]] = defaultdict(list)
     for shard in shards:
-        for key, rows in shard.rounds.items():
-            if len(rows) == users_of[key[0]]:         # a complete round (rows() already checked each)
-                sources[key].append(shard)
+        for key in shard.complete:
+            sources[key].append(shard)
     gaps, overlaps = [], []
     missing_by_scenario: dict[str, list[int]] = defaultdict(list)
     for scenario in scenarios:
@@ -116,7 +133,7 @@ def merge(dirs: list[Path], out: Path | None, allow_gaps: bool = False, say=prin
         return MergeResult(None, 0, shards, gaps, overlaps, EXIT_RUN_FAILED)
     if out is None:
         raise UsageError("no output directory", hint="give -o OUT")
-    rows = _write(out, header, scenarios, shards, sources, digest)
+    rows = _write(out, header, scenarios, shards, sources, digest, say)
     return MergeResult(out, rows, shards, gaps, overlaps, EXIT_RUN_FAILED if gaps else EXIT_OK)
 
 
@@ -152,7 +169,7 @@ def _report(kind: str, lines: list[str], say) -> None:
 
 
 def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir],
-           sources: dict[tuple[str, int], list[ShardDir]], digest: str) -> int:
+           sources: dict[tuple[str, int], list[ShardDir]], digest: str, say) -> int:
     lines = (json.dumps(s, separators=(",", ":"), ensure_ascii=False) for s in scenarios)
     manifest = _manifest(header, shards, digest)
     merged = RunDirectory.create(out, header, lines, manifest)
@@ -166,14 +183,13 @@ def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir
                 rows = sorted(shard.rounds[(scenario["id"], round_number)], key=lambda r: r["userId"])
                 merged.append_round(rows)
         for shard in shards:                               # failed rounds stay on record, with their shard
-            failures = RunDirectory(shard.path).failures()
-            if failures:
-                for failure in failures:
-                    merged.record_failure({**failure, "shard": str(shard.shard)})
+            for failure in shard.failures:
+                merged.record_failure({**failure, "shard": str(shard.shard)})
         manifest["rows"] = merged.rows_written
         merged.write_manifest(manifest)
         merged.write_csv()
-        _copy_logs(shards, merged)
+        for shard in shards:
+            copy_logs(shard.path, merged.logs / f"shard-{shard.shard.index}-of-{shard.shard.count}", say)
         return merged.rows_written
     finally:
         merged.close()
@@ -213,20 +229,8 @@ def _manifest(header: dict, shards: list[ShardDir], digest: str) -> dict:
     }
 
 
-def _copy_logs(shards: list[ShardDir], merged: RunDirectory) -> None:
-    """Each shard's service logs under logs/shard-I-of-N/, so a failure stays explainable."""
-    import shutil
-    for shard in shards:
-        source = shard.path / "logs"
-        if source.is_dir():
-            target = merged.logs / f"shard-{shard.shard.index}-of-{shard.shard.count}"
-            try:
-                shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-            except OSError:
-                pass
-
-
 def describe(result: MergeResult) -> str:
+    # manifest_problem has checked each host: an object whose hostname is text without control characters
     hosts = sorted({str((s.manifest.get("host") or {}).get("hostname")) for s in result.shards})
     return (f"merged {len(result.shards)} shard{'s' if len(result.shards) != 1 else ''} "
             f"({', '.join(hosts)}) into {result.out}: {result.rows} rows")

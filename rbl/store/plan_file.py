@@ -79,6 +79,23 @@ def check_header(header: dict, where: Path | str) -> None:
         raise UsageError(f"{where} is not a valid rbl plan: {problem}", hint=HINT) from None
 
 
+def header_problem(header: dict) -> str | None:
+    """What check_header refuses, as a message: a run directory's plan.json is checked as a plan."""
+    try:
+        _check_header(header)
+    except PlanProblem as problem:
+        return str(problem)
+    except RecursionError:
+        return "it is nested too deeply"
+    return None
+
+
+def scenario_check(header: dict) -> "_ScenarioCheck":
+    """Each scenario of `header`'s plan in turn, as `rbl run` checks a plan's: call it on each
+    (raises PlanProblem), then .finish() (the count)."""
+    return _ScenarioCheck(header)
+
+
 # -- the header ---------------------------------------------------------------------------------
 @cache
 def plan_schema() -> dict:

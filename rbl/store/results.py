@@ -4,8 +4,12 @@ results.jsonl holds one row per (scenario, round, virtual user). All rows of a r
 with one write, flushed and fsynced (and cut back if the write fails), so a crash or a full disk
 loses nothing finished. A new run directory appears whole or not at all: it is built in a hidden
 sibling and renamed into place. Whoever runs a directory holds its lock (run_lock.py). `--resume`
-drops unreadable lines and any round left incomplete, then skips every complete round, so each
-row appears exactly once.
+drops unreadable lines and any round left incomplete or with a user twice, then skips every
+complete round, so each row appears exactly once.
+
+Every file is read through run_reader.py (no link followed, sizes bounded, strict JSON) and checked
+(run_checks.py, and the plan as `rbl run` checks a plan file): report, diff and merge read a run
+directory as untrusted input, and only --resume, which owns it, changes it.
 """
 
 from __future__ import annotations
@@ -17,16 +21,20 @@ import os
 import shutil
 import secrets
 import time
-from collections import defaultdict
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..errors import UsageError
-from .durable import (BALLAST, append_whole, fsync_directory, release_ballast, reserve_ballast, storage_errors,
-                      write_atomically)
+from .durable import (BALLAST, append_whole, fsync_directory, new_file, release_ballast, reserve_ballast,
+                      storage_errors, write_atomically)
 from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
-from .run_checks import manifest_problem, parse_line, plan_problem, row_problem, scenario_problem
+from .own_entries import check_own_entries
+from .plan_file import PlanProblem, header_problem, scenario_check
+from .run_checks import failure_problem, manifest_problem, plan_problem, row_problem, scenario_problem
 from .run_lock import LOCK_FILE, RunLock
+from .run_reader import Line, check_member, read_document, read_lines
 
 PLAN = "plan.json"
 SCENARIOS = "scenarios.jsonl"
@@ -41,6 +49,10 @@ PARTIAL_ENTRIES = {PLAN, SCENARIOS, MANIFEST, RESULTS, LOGS, LOCK_FILE, BALLAST,
                    PLAN + ".tmp", MANIFEST + ".tmp"}
 PARTIAL_GRACE_S = 60
 MAX_WARNINGS = 10                # per kind; then "and N more"
+# where --resume writes (the runner, and the services' logs and Envoy's configuration): checked first
+RESUME_WRITES = (RESULTS, FAILURES, MANIFEST, MANIFEST + ".tmp", MANIFEST + ".damaged", RESULTS + ".tmp",
+                 CSV_FILE, CSV_FILE + ".tmp", LOCK_FILE, BALLAST)
+RESUME_WRITES_BENEATH = (LOGS, "envoy")
 
 # The original tool's columns (scheduler/app.py and its clients' ResilienceModuleMetrics) ...
 ORIGINAL_COLUMNS = ("userId", "startTime", "endTime", "users", "round", "lib", "strategy",
@@ -58,6 +70,35 @@ def _dump(record: dict) -> str:
 def damaged(path: Path, what: str) -> UsageError:
     return UsageError(f"the run directory {path.parent} is damaged: {path.name} {what}",
                       hint="start a new run (rbl run SPEC -o NEW_DIR); this one cannot be resumed")
+
+
+@dataclass
+class ResultRounds:
+    """results.jsonl read whole and grouped by round: the rows of each (scenarioId, round) in file
+    order, what is wrong with the lines that are not rows of the plan, and the rounds in which a
+    virtual user appears twice (only its first row is kept; which one is right cannot be told)."""
+
+    rounds: dict[tuple[str, int], list[dict]] = field(default_factory=dict)
+    bad: list[Line] = field(default_factory=list)           # the first MAX_WARNINGS, with bad_count
+    bad_count: int = 0
+    repeated: dict[tuple[str, int], list[str]] = field(default_factory=dict)   # round -> "line N repeats ..."
+    rows_of: Counter = field(default_factory=Counter)       # rows per round, repeats included
+    unended: bool = False                                   # the last line has no newline
+
+    def complete(self, key: tuple[str, int], users: int) -> bool:
+        """Every virtual user of the round once."""
+        return key not in self.repeated and sorted(r["userId"] for r in self.rounds.get(key, ())) == \
+            list(range(1, users + 1))
+
+    def bad_lines(self, where: str) -> list[str]:
+        """`WHERE:LINE: problem` for the bad lines, capped."""
+        found = [f"{where}:{line.number}: {line.problem}" for line in self.bad]
+        if self.bad_count > len(found):
+            found.append(f"... and {self.bad_count - len(found)} more")
+        return found
+
+    def repeats(self) -> list[str]:
+        return _capped([message for messages in self.repeated.values() for message in messages])
 
 
 class RunDirectory:
@@ -109,9 +150,10 @@ class RunDirectory:
 
     @classmethod
     def resume(cls, path: Path) -> "RunDirectory":
-        if not (path / PLAN).is_file() or not (path / SCENARIOS).is_file():
+        if not path.is_dir() or not check_member(path, PLAN) or not check_member(path, SCENARIOS):
             raise UsageError(f"{path} is not an rbl run directory (no {PLAN} and {SCENARIOS})",
                              hint="pass the directory an earlier `rbl run` wrote (its -o)")
+        check_own_entries(path, RESUME_WRITES, RESUME_WRITES_BENEATH)    # before anything is written
         run = cls(path)
         run.lock = RunLock(path).acquire()      # before reading: another runner may be appending
         try:
@@ -144,98 +186,131 @@ class RunDirectory:
 
     def _repair(self) -> None:
         """Keep only readable rows of complete rounds; rewrite results.jsonl if anything else was there."""
-        header = self.plan_header()
-        users_of = {s["id"]: s["users"] for s in self.scenarios(header)}
-        results = self.path / RESULTS
-        data = results.read_bytes() if results.exists() else b""
-        bad: list[str] = []
-        rounds: dict[tuple[str, int], list[dict]] = defaultdict(list)
-        lines = data.split(b"\n")
-        for number, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            row, problem = parse_line(raw)
-            if problem is None:
-                problem = row_problem(row, users_of, header["rounds"] + header.get("warmup", 0))
-            if problem is not None:
-                torn = number == len(lines) and problem == "not JSON"     # no newline: cut short by a crash
-                bad.append(f"results.jsonl line {number}: {'torn (a crash cut it short)' if torn else problem}; "
-                           f"dropped, and the round it belonged to is redone")
-                continue
-            rounds[(row["scenarioId"], row["round"])].append(row)
+        users_of = self._users_of()
+        read = self.rounds(missing_ok=True)
+        bad = [f"results.jsonl line {line.number}: {_torn_or(line)}; dropped, and the round it belonged to is redone"
+               for line in read.bad]
+        if read.bad_count > len(bad):
+            bad.append(f"... and {read.bad_count - len(bad)} more lines like these")
         complete, kept, incomplete = set(), [], []
-        for key, group in rounds.items():
-            if sorted(r["userId"] for r in group) == list(range(1, users_of[key[0]] + 1)):
+        for key, group in read.rounds.items():
+            if read.complete(key, users_of[key[0]]):
                 complete.add(key)
                 kept.extend(group)
             else:
-                incomplete.append(f"round {key[1]} of scenario {key[0]} has {len(group)} rows for "
-                                  f"{users_of[key[0]]} virtual users; it is redone")
-        self.warnings += _capped(bad) + _capped(incomplete)
-        if bad or incomplete or (data and not data.endswith(b"\n")):
-            write_atomically(results, "".join(_dump(r) + "\n" for r in kept))
+                repeats = read.repeated.get(key)
+                incomplete.append(f"round {key[1]} of scenario {key[0]} has {read.rows_of[key]} rows for "
+                                  f"{users_of[key[0]]} virtual users" + (f" ({repeats[0]})" if repeats else "")
+                                  + "; it is redone")
+        self.warnings += bad + _capped(incomplete)
+        if bad or incomplete or read.unended:
+            write_atomically(self.path / RESULTS, "".join(_dump(r) + "\n" for r in kept))
         self.completed = complete
         self.rows_written = len(kept)
 
     # -- reading -----------------------------------------------------------------------------
-    def plan_header(self) -> dict:
+    def plan_header(self, strict: bool = False) -> dict:
+        """plan.json, checked as far as the runner uses it, or (strict) as `rbl run` checks a plan
+        file: what report, diff and merge read is input, and its labels reach a terminal."""
         path = self.path / PLAN
-        try:
-            header = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-            raise damaged(path, f"is not readable JSON ({error})") from None
-        problem = plan_problem(header)
+        read = read_document(self.path, PLAN)
+        if read is None:
+            raise damaged(path, "is missing")
+        header, problem = read
+        if problem:
+            raise damaged(path, f"is not readable JSON: {problem}")
+        problem = plan_problem(header) or (header_problem(header) if strict else None)
         if problem:
             raise damaged(path, f"is not a plan: {problem}")
         return header
 
-    def scenarios(self, header: dict | None = None) -> Iterator[dict]:
-        """The plan's scenarios in order; a damaged line is an error naming it, not a traceback."""
-        labels = {c["label"] for c in (header or self.plan_header())["clients"]}
+    def scenarios(self, header: dict | None = None, strict: bool = False) -> Iterator[dict]:
+        """The plan's scenarios in order; a damaged line is an error naming it, not a traceback.
+        Strict: each checked as `rbl run` checks a plan's (give the header plan_header(strict=True) read)."""
+        header = header or self.plan_header(strict)
+        labels = {c["label"] for c in header["clients"]}
+        check = scenario_check(header) if strict else None
         path = self.path / SCENARIOS
+        lines = read_lines(self.path, SCENARIOS)
+        if lines is None:
+            raise damaged(path, "is missing")
         seen: set[str] = set()
-        with path.open("rb") as lines:
-            for number, raw in enumerate(lines, 1):
-                if not raw.strip():
-                    continue
-                scenario, problem = parse_line(raw)
-                problem = problem or scenario_problem(scenario, labels)
-                if problem is None and scenario["id"] in seen:
-                    problem = f"repeats scenario {scenario['id']}"
-                if problem:
-                    raise damaged(path, f"line {number} is {problem}" if problem.startswith(("a ", "not "))
-                                  else f"line {number}: {problem}")
-                seen.add(scenario["id"])
-                yield scenario
+        for line in lines:
+            scenario, problem = line.value, line.problem
+            problem = problem or scenario_problem(scenario, labels)
+            if problem is None and scenario["id"] in seen:
+                problem = f"repeats scenario {scenario['id']}"
+            if problem is None and check:
+                try:
+                    check(scenario)
+                except PlanProblem as found:
+                    problem = str(found)
+            if problem:
+                raise damaged(path, f"line {line.number} is {problem}" if problem.startswith(("a ", "not "))
+                              else f"line {line.number}: {problem}")
+            seen.add(scenario["id"])
+            yield scenario
+        try:
+            if check:
+                check.finish()
+        except PlanProblem as found:
+            raise damaged(path, f"holds {found}") from None
+
+    def _users_of(self, header: dict | None = None) -> dict[str, int]:
+        return {s["id"]: s["users"] for s in self.scenarios(header)}
+
+    def _checked_rows(self, missing_ok: bool = False) -> Iterator[tuple[Line, str | None]]:
+        """Each line of results.jsonl with what is wrong with it as a row of this plan (None: a row)."""
+        header = self.plan_header()
+        users_of = self._users_of(header)
+        rounds = header["rounds"] + header.get("warmup", 0)
+        lines = read_lines(self.path, RESULTS)
+        if lines is None:
+            if missing_ok:
+                return
+            raise damaged(self.path / RESULTS, "is missing")
+        for line in lines:
+            yield line, line.problem or row_problem(line.value, users_of, rounds)
 
     def rows(self) -> Iterator[dict]:
-        """The rows of results.jsonl. A line that is not a valid row of this plan (damaged, or edited
-        by hand) is skipped and counted in skipped_rows, as --resume would drop it."""
-        header = self.plan_header()
-        users_of = {s["id"]: s["users"] for s in self.scenarios(header)}
+        """The rows of results.jsonl, streamed. A line that is not a valid row of this plan (damaged, or
+        edited by hand) is skipped and counted in skipped_rows, as --resume would drop it."""
         self.skipped_rows = 0
-        with (self.path / RESULTS).open("rb") as lines:
-            for raw in lines:
-                if not raw.strip():
-                    continue
-                row, problem = parse_line(raw)
-                if problem is None:
-                    problem = row_problem(row, users_of, header["rounds"] + header.get("warmup", 0))
-                if problem is None:
-                    yield row
-                else:
-                    self.skipped_rows += 1
+        for line, problem in self._checked_rows():
+            if problem is None:
+                yield line.value
+            else:
+                self.skipped_rows += 1
+
+    def rounds(self, missing_ok: bool = False) -> ResultRounds:
+        """results.jsonl grouped by round, every problem located (ResultRounds)."""
+        read = ResultRounds()
+        first_line: dict[tuple[str, int, int], int] = {}
+        for line, problem in self._checked_rows(missing_ok):
+            read.unended = not line.ended
+            if problem is not None:
+                read.bad_count += 1
+                if len(read.bad) < MAX_WARNINGS:
+                    read.bad.append(Line(line.number, None, problem, line.ended))
+                continue
+            row = line.value
+            key, user = (row["scenarioId"], row["round"]), row["userId"]
+            read.rows_of[key] += 1
+            earlier = first_line.setdefault((*key, user), line.number)
+            if earlier != line.number:
+                read.repeated.setdefault(key, []).append(
+                    f"line {line.number} repeats user {user} of round {key[1]} of scenario {key[0]} (line {earlier})")
+                continue
+            read.rounds.setdefault(key, []).append(row)
+        return read
 
     def failures(self) -> list[dict]:
-        path = self.path / FAILURES
-        if not path.exists():
+        """The failed rounds failures.jsonl records; a line that is not one of this plan is skipped."""
+        lines = read_lines(self.path, FAILURES)
+        if lines is None:
             return []
-        found = []
-        for raw in path.read_bytes().splitlines():
-            failure, problem = parse_line(raw)
-            if problem is None and isinstance(failure, dict) and "scenarioId" in failure and "round" in failure:
-                found.append(failure)
-        return found
+        users_of = self._users_of()
+        return [line.value for line in lines if line.problem is None and failure_problem(line.value, users_of) is None]
 
     # -- writing -----------------------------------------------------------------------------
     def append_round(self, rows: list[dict]) -> None:
@@ -255,15 +330,29 @@ class RunDirectory:
         with storage_errors(self.path):
             write_atomically(self.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
 
+    def manifest(self) -> tuple[dict, str | None]:
+        """The manifest ({} when there is none) and None, or {} and what is wrong with it; changes nothing."""
+        manifest, problem = self._manifest_as_read()
+        return ({}, problem) if problem else (manifest, None)
+
+    def _manifest_as_read(self) -> tuple[object, str | None]:
+        read = read_document(self.path, MANIFEST)
+        if read is None:
+            return {}, None
+        manifest, problem = read
+        return manifest, problem or manifest_problem(manifest)
+
     def read_manifest(self) -> dict:
-        """The manifest, or {} when there is none; a damaged one is set aside (with a warning)."""
-        path = self.path / MANIFEST
-        if not path.exists():
-            return {}
-        manifest, problem = parse_line(path.read_bytes())
-        problem = problem or manifest_problem(manifest)
+        """For the run that owns the directory: the manifest, or {} when there is none; a damaged
+        one is set aside (with a warning), unless it is a shard's."""
+        manifest, problem = self._manifest_as_read()
         if problem is None:
             return manifest
+        path = self.path / MANIFEST
+        if isinstance(manifest, dict) and "shard" in manifest:
+            # a new manifest would not know the shard, and the run would go on with the whole plan
+            raise UsageError(f"{path} is damaged ({problem}), and it is the only record of which shard "
+                             f"{self.path} runs", hint="repair it, or start the shard again in a new run directory")
         kept = path.with_name(MANIFEST + ".damaged")
         os.replace(path, kept)
         self.warnings.append(f"{MANIFEST} was damaged ({problem}); a new one is started and the old one "
@@ -280,7 +369,7 @@ class RunDirectory:
         with storage_errors(self.path):
             temporary = path.with_name(CSV_FILE + ".tmp")
             try:
-                with temporary.open("w", encoding="utf-8", newline="") as out:
+                with os.fdopen(new_file(temporary), "w", encoding="utf-8", newline="") as out:
                     writer = csv.writer(out, lineterminator="\n")
                     writer.writerow(columns)
                     for row in self.rows():
@@ -326,6 +415,11 @@ def _remove_abandoned_partials(path: Path) -> None:
                 shutil.rmtree(partial)
         except (UsageError, OSError):
             continue
+
+
+def _torn_or(line: Line) -> str:
+    """What is wrong with a line; a last line without its newline that does not parse was cut short by a crash."""
+    return "torn (a crash cut it short)" if not line.ended and line.problem.startswith("not JSON") else line.problem
 
 
 def _capped(messages: list[str]) -> list[str]:

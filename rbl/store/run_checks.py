@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
+import re
 
 from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS
+from .shards import MAX_SHARDS
 
 FAULT_KINDS = ("abort", "delay")
+METRIC_LIMIT = 1e15          # no metric comes near (ms, counts, requests/s); beyond, sums overflow
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def is_int(value) -> bool:
@@ -16,18 +19,6 @@ def is_int(value) -> bool:
 
 def is_number(value) -> bool:
     return (is_int(value) or isinstance(value, float)) and math.isfinite(value)
-
-
-def parse_line(raw: bytes) -> tuple[object, str | None]:
-    """One JSON Lines line: (value, None) or (None, why it is unreadable)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return None, f"not UTF-8 (byte {error.start + 1})"
-    try:
-        return json.loads(text), None
-    except (json.JSONDecodeError, RecursionError):
-        return None, "not JSON"
 
 
 def plan_problem(header) -> str | None:
@@ -103,17 +94,78 @@ def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
     if not isinstance(row["config"], dict):
         return "its config is not an object"
     for key in (*METRIC_COLUMNS, *LATENCY_COLUMNS, "faultRateApplied"):
-        if row[key] is not None and not is_number(row[key]):
-            return f"its {key} is not a number"
+        if row[key] is not None and not (is_number(row[key]) and abs(row[key]) <= METRIC_LIMIT):
+            return f"its {key} is not a number" + (f" up to {METRIC_LIMIT:.0e}" if is_number(row[key]) else "")
+    return None
+
+
+def failure_problem(failure, users_of: dict[str, int]) -> str | None:
+    """What is wrong with one line of failures.jsonl, as far as report and merge use it."""
+    if not isinstance(failure, dict):
+        return f"a JSON {type(failure).__name__}, not a failure object"
+    if not isinstance(failure.get("scenarioId"), str) or failure["scenarioId"] not in users_of:
+        return "its scenarioId is not one of the plan's scenarios"
+    if not is_int(failure.get("round")) or failure["round"] < 1:
+        return "its round is not a positive integer"
     return None
 
 
 def manifest_problem(manifest) -> str | None:
+    """What is wrong with a manifest.json, as far as the runner, report, diff and merge use it."""
     if not isinstance(manifest, dict):
         return f"it holds a JSON {type(manifest).__name__}, not an object"
     if not isinstance(manifest.get("versions"), dict):
         return "`versions` is not an object"
-    sessions = manifest.get("sessions", [])
-    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
-        return "`sessions` is not a list of objects"
+    if not all(_scalar(v) for v in manifest["versions"].values()):
+        return "`versions` holds something other than version strings"
+    problem = _sessions_problem(manifest, "sessions")
+    if problem:
+        return problem
+    for key in ("status", "rbl_version"):
+        if manifest.get(key) is not None and not isinstance(manifest[key], str):
+            return f"`{key}` is not a string"
+    host = manifest.get("host")
+    if host is not None and not _host(host):
+        return "`host` is not an object of a hostname and other text or numbers"
+    violations = manifest.get("oracleViolations")
+    if violations is not None and not (isinstance(violations, dict) and
+                                       all(is_int(n) and 0 <= n <= 2**63 - 1 for n in violations.values())):
+        return "`oracleViolations` is not an object of counts"
+    shard = manifest.get("shard")
+    if shard is not None and not _shard(shard):
+        return f"`shard` is not an object with 0 <= index < count <= {MAX_SHARDS}"
+    shards = manifest.get("shards")
+    if shards is not None:
+        if not isinstance(shards, list) or not all(isinstance(s, dict) for s in shards):
+            return "`shards` is not a list of objects"
+        for number, entry in enumerate(shards):
+            problem = _sessions_problem(entry, "sessions")
+            if problem or (entry.get("host") is not None and not _host(entry["host"])):
+                return f"`shards` entry {number + 1}: {problem or '`host` is not an object'}"
     return None
+
+
+def _sessions_problem(holder: dict, key: str) -> str | None:
+    sessions = holder.get(key, [])
+    if not isinstance(sessions, list) or not all(isinstance(s, dict) for s in sessions):
+        return f"`{key}` is not a list of objects"
+    return None
+
+
+def _scalar(value) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _host(host) -> bool:
+    """A host record as `rbl run` writes it; its hostname is printed, so it holds no control character."""
+    return (isinstance(host, dict) and all(_scalar(v) for v in host.values())
+            and (host.get("hostname") is None or (isinstance(host["hostname"], str)
+                                                   and not _CONTROL.search(host["hostname"]))))
+
+
+def _shard(shard) -> bool:
+    if not isinstance(shard, dict):
+        return False
+    index, count = shard.get("index"), shard.get("count")
+    return (is_int(index) and is_int(count) and 0 <= index < count <= MAX_SHARDS
+            and (shard.get("plan_sha256") is None or isinstance(shard["plan_sha256"], str)))

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ..errors import UsageError
+from .durable import open_own
 
 LOCK_FILE = "run.lock"
 
@@ -25,7 +26,8 @@ class RunLock:
         self.descriptor: int | None = None
 
     def acquire(self) -> "RunLock":
-        descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # not through a link or into another hard link's file: the lock file is truncated below
+        descriptor = open_own(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
