@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from ..templating import render_html
 from ..errors import UsageError
+from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
 from ..store.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
 from .design_notes import design_notes, spin_dependent
@@ -40,12 +41,14 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
         raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
-    out_dir = out_dir or run_dir / "report"
     header, cells = load_cells(run_dir, metrics, resamples, seed,
                                warn=lambda text: console.print(f"warning: {text}", highlight=False),
                                include_warmup=include_warmup, method=method)
     if not any(cell.rounds for cell in cells):
         raise UsageError(f"{run_dir} has no results yet", hint=f"finish it with `rbl run --resume {run_dir}`")
+    # files are written to a staging directory, then moved in: no link planted in the run directory is followed
+    output = OutputDirectory(out_dir or run_dir / "report", named_by_user=out_dir is not None)
+    out_dir = output.staging
     records = cells_as_records(header, cells, metrics)
     files = write_tables(records, out_dir)
     figures = []
@@ -65,12 +68,12 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
                        spin_dependent=spin_dependent(metrics, cells), noise=noise)
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
-    files.append(html_path)
+    files = output.commit(files + [html_path])
     print_table(records, metrics, console)
     print_noise_verdict(noise["verdict"], console)
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
-    return Report(out_dir, files, records)
+    return Report(output.path, files, records)
 
 
 def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str], method: str, resamples: int,
