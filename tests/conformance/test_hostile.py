@@ -7,7 +7,9 @@ import pytest
 from . import hostile
 from .conftest import ids, selected_profiles
 from .test_fuzz import fuzz_target_urls
-from .wrong_clients import escaping_what_it_cannot_send, refusing_quotes, relaying_client, rewriting_client
+from .wrong_clients import (counting_utf16_units, escaping_what_it_cannot_send, ignoring_text_after_the_json,
+                            refusing_quotes, relaying_client, rewriting_client, routing_by_the_whole_target,
+                            taking_control_characters)
 
 ALL = selected_profiles()
 RETRY = selected_profiles("retry_fixed")
@@ -141,3 +143,31 @@ def test_a_client_slow_to_refuse_beyond_the_cap_fails_conformance(client_url, st
     with relaying_client(client_url(profile), hold_503_s=8.0) as url:
         with pytest.raises(AssertionError, match="got its 503 .* after its request"):
             hostile.check_over_capacity_is_answered_promptly(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", ONE, ids=ids(ONE))
+def test_a_client_that_counts_utf16_units_fails_conformance(client_url, start_proxy, profile):
+    with rewriting_client(client_url(profile), counting_utf16_units) as url:
+        with pytest.raises(AssertionError, match="instance of 1024 .* answered 400"):
+            hostile.check_instance_counts_characters(url, start_proxy())
+
+
+@pytest.mark.parametrize("profile", ONE, ids=ids(ONE))
+def test_a_client_that_routes_by_the_whole_target_fails_conformance(client_url, start_proxy, profile):
+    with relaying_client(client_url(profile), rewrite_request=routing_by_the_whole_target) as url:
+        with pytest.raises(AssertionError, match=r"GET /health\?probe=1: 404"):
+            hostile.check_request_targets_and_empty_lines(url, start_proxy())
+
+
+@pytest.mark.parametrize("profile", ONE, ids=ids(ONE))
+def test_a_client_that_takes_control_characters_in_headers_fails_conformance(client_url, start_proxy, profile):
+    with relaying_client(client_url(profile), rewrite_request=taking_control_characters) as url:
+        with pytest.raises(AssertionError, match=r"header b'X: a\\x00b': answered 200"):
+            hostile.check_framing(url, start_proxy())
+
+
+@pytest.mark.parametrize("profile", ONE, ids=ids(ONE))
+def test_a_client_that_ignores_text_after_the_json_fails_conformance(client_url, start_proxy, profile):
+    with relaying_client(client_url(profile), rewrite_request=ignoring_text_after_the_json) as url:
+        with pytest.raises(AssertionError, match="a stray } after the value: answered 200"):
+            hostile.check_malformed_bodies(url, start_proxy())

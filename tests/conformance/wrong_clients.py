@@ -3,9 +3,9 @@ stands in front of a real client service and breaks the protocol in one way, the
 that defect would.
 
   rewriting_client   rewrites each POST /run job before the real service sees it (an HTTP forwarder)
-  relaying_client    relays bytes, but drops some methods' connections, puts a body in replies to
-                     HEAD, or holds 503 replies back (a TCP relay on an asyncio loop of its own, so a
-                     few hundred connections cost it no thread each)
+  relaying_client    relays bytes, but rewrites a request, drops some methods' connections, puts a
+                     body in replies to HEAD, or holds 503 replies back (a TCP relay on an asyncio
+                     loop of its own, so a few hundred connections cost it no thread each)
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 from urllib.parse import urlsplit
+
+from rbl.clients.protocol import MAX_INSTANCE_CHARS
 
 from .checks import post
 
@@ -79,10 +81,47 @@ def refusing_quotes(job: dict) -> dict:
     return job
 
 
+def counting_utf16_units(job: dict) -> dict:
+    """A client that counts `instance` in UTF-16 units (an emoji is two): over MAX_INSTANCE_CHARS
+    of them it refuses the job, here by handing the real service an instance too long for it."""
+    instance = job.get("instance")
+    if isinstance(instance, str) and len(instance.encode("utf-16-le")) // 2 > MAX_INSTANCE_CHARS:
+        job["instance"] = "x" * (MAX_INSTANCE_CHARS + 1)
+    return job
+
+
+def routing_by_the_whole_target(request: bytes) -> bytes:
+    """A client that takes `/health?x=1` for a route of its own (so, none): the query is made part
+    of the path."""
+    line, _, rest = request.partition(b"\r\n")
+    return line.replace(b"?", b"%3F", 1) + b"\r\n" + rest
+
+
+def taking_control_characters(request: bytes) -> bytes:
+    """A client that takes a NUL or another control character in a header value: here it drops
+    them before the real service sees them."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    lines = re.sub(rb"[\x00-\x08\x0b-\x1f\x7f]", b"", head.replace(b"\r\n", b"\n"))   # all but tab and LF
+    return lines.replace(b"\n", b"\r\n") + b"\r\n\r\n" + body
+
+
+def ignoring_text_after_the_json(request: bytes) -> bytes:
+    """A client that reads the first JSON value of a body and ignores what follows it."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    try:
+        _, end = json.JSONDecoder().raw_decode(body.decode())
+    except (ValueError, RecursionError):
+        return request
+    body = body[:end]
+    head = re.sub(rb"(?i)content-length: *[0-9]+", b"Content-Length: %d" % len(body), head)
+    return head + b"\r\n\r\n" + body
+
+
 @contextmanager
-def relaying_client(real_url: str, drop_methods: tuple[bytes, ...] = (), body_on_head: bool = False,
-                    hold_503_s: float = 0.0):
-    """Yields the URL of a TCP relay to the real service that closes the connection of a request
+def relaying_client(real_url: str, rewrite_request: Callable[[bytes], bytes] | None = None,
+                    drop_methods: tuple[bytes, ...] = (), body_on_head: bool = False, hold_503_s: float = 0.0):
+    """Yields the URL of a TCP relay to the real service that applies rewrite_request to a
+    connection's first request (head and Content-Length body), closes the connection of a request
     whose method is in drop_methods without a reply, sends a body after the head of a reply to
     HEAD, or holds a 503 back for hold_503_s."""
     parts = urlsplit(real_url)
@@ -114,18 +153,39 @@ def relaying_client(real_url: str, drop_methods: tuple[bytes, ...] = (), body_on
             await writer.drain()
         writer.close()
 
+    async def read_request(reader) -> bytes:
+        """The first request whole, as far as it comes within a second: its head, and as much body
+        as its Content-Length says (a check may send less, and wait for the 408)."""
+        data = b""
+        deadline = loop.time() + 1.0
+        wanted = None                    # the body's length, once the head is in
+        while wanted is None or len(data.partition(b"\r\n\r\n")[2]) < wanted:
+            try:
+                chunk = await asyncio.wait_for(reader.read(65536), max(0.0, deadline - loop.time()))
+            except asyncio.TimeoutError:
+                break
+            if not chunk:
+                break
+            data += chunk
+            if wanted is None and b"\r\n\r\n" in data:
+                found = re.search(rb"(?i)\r\ncontent-length: *([0-9]{1,7})\r\n", data.partition(b"\r\n\r\n")[0] + b"\r\n")
+                wanted = int(found[1]) if found else 0
+        return data
+
     async def handle(reader, writer) -> None:
         upstream = None
         writers.add(writer)
         try:
-            first = await reader.read(65536)
+            first = await read_request(reader) if rewrite_request else await reader.read(65536)
             if not first or first.split(b" ", 1)[0] in drop_methods:
                 return
+            if rewrite_request:
+                first = rewrite_request(first)
             upstream = await asyncio.open_connection(parts.hostname, parts.port)
             writers.add(upstream[1])
             await asyncio.gather(pipe_requests(reader, upstream[1], first),
                                  pipe_replies(upstream[0], writer, first.startswith(b"HEAD ")))
-        except OSError:
+        except (OSError, asyncio.CancelledError):    # a caller gone, or the relay closing
             pass
         finally:
             writer.close()
