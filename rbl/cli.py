@@ -545,9 +545,11 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
                                                     "statistics too."),
            intervals: str = typer.Option("auto", "--intervals", metavar="METHOD",
                                          help="auto (t-intervals on round medians for cells of 2-3 rounds, "
-                                              "the bootstrap above), bootstrap or rounds-t.")):
-    """Statistics across rounds (median and 95% bootstrap CI per cell), the paper's figures (PNG,
-    SVG) and a single-file HTML report."""
+                                              "the bootstrap above), bootstrap or rounds-t."),
+           explain: bool = typer.Option(False, "--explain",
+                                        help="Print every unresolved comparison and the A/A check in full.")):
+    """What did best, by how much and above the noise (the findings), statistics across rounds
+    (median and 95% CI per cell), the paper's figures (PNG, SVG) and a single-file HTML report."""
     from rich.console import Console
 
     from .report.build import build_report
@@ -556,7 +558,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
     from .report.stats import INTERVAL_METHODS
     if intervals not in INTERVAL_METHODS:
         raise UsageError(f"--intervals: unknown method {intervals!r}", hint=f"one of {', '.join(INTERVAL_METHODS)}")
-    made = build_report(run_dir, output, metric, console, resamples, seed, include_warmup, intervals)
+    made = build_report(run_dir, output, metric, console, resamples, seed, include_warmup, intervals, explain)
     typer.echo(f"wrote {len(made.files)} files to {made.out_dir} (open {made.out_dir / 'report.html'})", err=True)
 
 

@@ -12,7 +12,7 @@ from rbl.report.aa_groups import AAGroup
 from rbl.report.cell_effects import alike_sets, f_survival
 from rbl.report.cells import Cell
 from rbl.report.noise import noise_check
-from rbl.report.noise_view import build_noise_figure, rows, verdict
+from rbl.report.noise_view import build_noise_figure, rows, summary, verdict
 from rbl.report.stats import rounds_t_difference, t_quantile
 
 METRIC = "successTimePerRequest"
@@ -52,6 +52,10 @@ def test_alike_cells_pass_and_the_floor_is_the_resolvable_difference():
     text = verdict(check)
     assert text["level"] == "ok" and text["headline"].startswith("A/A check passed. Noise floor: ")
     assert f"{check.floor * 100:.3g}%" in text["headline"]
+    # in one line for the top of the report and the terminal
+    short = summary(check)
+    assert short["status"] == "pass" and short["why"] == [] and short["advice"] == ""
+    assert short["line"].startswith(f"A/A check: pass, noise floor {check.floor * 100:.3g}% (average success time, ")
 
 
 def shifts(scenarios):
@@ -74,6 +78,11 @@ def test_cells_shifted_in_every_round_fail_and_the_verdict_gives_the_advice():
     text = verdict(check)
     assert text["level"] == "warning" and text["headline"].startswith("A/A check failed: ")
     assert "understate" in text["headline"] and "order = randomized" in text["details"][-1]
+    short = summary(check)
+    assert short["status"] == "fail" and short["line"].startswith("A/A check: fail, noise floor ")
+    assert len(short["why"]) == 2 and short["why"][0].startswith("cells that cannot differ in behaviour differ ")
+    assert short["why"][1] == "6 of 12 A/A pairs differ significantly (average success time; chance gives at most 3)"
+    assert "order = randomized" in short["advice"]
     table = rows(check, {i: "a shifted one" for i in shifted})
     assert sum(r["significant"] for r in table) == 6
     assert all("a shifted one" in (r["a"], r["b"]) for r in table if r["significant"])
@@ -99,6 +108,7 @@ def test_two_rounds_bootstrap_claims_differences_the_t_interval_does_not():
     # the honest floor is wide (t with one degree of freedom); the verdict says why
     assert honest.floor > bootstrap.metrics[METRIC].resolvable
     assert honest.too_noisy and verdict(honest)["headline"].startswith("A/A check passed, but too noisy to compare")
+    assert summary(honest)["status"] == "noisy" and summary(honest)["line"].startswith("A/A check: noisy, noise floor")
     # the bootstrap's floor is not its narrow intervals but the largest A/A difference
     assert bootstrap.floor == bootstrap.metrics[METRIC].largest.relative > bootstrap.metrics[METRIC].resolvable
     assert any("t-intervals on the round medians" in line for line in verdict(honest)["details"])
@@ -121,6 +131,9 @@ def test_no_groups_and_no_rounds_are_unknown_not_passed():
     one_round = noise_check(header, cells_with(scenarios, 1, lambda s, r, u: 10.0 + u), [METRIC])
     assert not one_round.measurable and one_round.floor is None
     assert "too few rounds" in verdict(one_round)["headline"]
+    assert summary(check)["line"] == "A/A check: not measured, no noise floor (the plan has no cells that must behave alike)."
+    assert summary(one_round)["line"] == ("A/A check: not measured, no noise floor (its cells have too few rounds for an "
+                                          "interval).")
 
 
 def test_the_figure_draws_one_interval_per_pair_and_colours_the_significant_ones():

@@ -169,8 +169,12 @@ def test_the_html_report_is_one_self_contained_file(run_dir):
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["source"]["sha256"] in html and plan["breakdown"]["text"] in html
     assert "tenacity" in html and "pybreaker" in html and "gunicorn" in html     # the manifest's versions
-    # the A/A verdict at the top, before the plan; the noise floor's section with a row per A/A pair and metric
-    assert html.index('id="noise-verdict"') < html.index("<h2>Plan</h2>") < html.index('id="noise-floor"')
+    # the A/A verdict in one line at the top, then the findings, the figures, the cells, and the checks: the
+    # noise floor's section (a row per A/A pair and metric, collapsed), then the plan and the run
+    assert (html.index('id="noise-verdict"') < html.index('<section id="findings">') < html.index("<img")
+            < html.index('id="cells"') < html.index('id="noise-floor"') < html.index("<h2>Plan</h2>"))
+    assert html.index('<details id="aa-pairs">') > html.index('id="noise-floor"')
+    assert (run_dir / "report" / "findings.json").is_file()
     noise = json.loads((run_dir / "report" / "noise.json").read_text())
     assert noise["metrics"]["totalExecutionTime"]["pairs"] == 2 * 3 + 2 * 1     # per user count: 3 + 1 pairs
     assert html.count("<td class=\"text\">rounds-t</td>") == 2 * noise["metrics"]["totalExecutionTime"]["pairs"]

@@ -17,6 +17,8 @@ from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
 from ..store.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
 from .design_notes import design_notes, spin_dependent
+from .findings_view import print_findings
+from .run_facts import hosts
 from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
@@ -31,7 +33,8 @@ class Report:
 
 
 def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None, console: Console,
-                 resamples: int = 2000, seed: int = 0, include_warmup: bool = False, method: str = "auto") -> Report:
+                 resamples: int = 2000, seed: int = 0, include_warmup: bool = False, method: str = "auto",
+                 explain: bool = False) -> Report:
     from .figures import build_figure, write_figure       # matplotlib only when a report is made
 
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
@@ -58,32 +61,37 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         figures.append({"title": METRIC_TITLES.get(metric, metric),
                         "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
     manifest = _manifest(run_dir / "manifest.json", console)
-    noise, noise_files = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
+    noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
     files += noise_files
+    # the findings (what did best, by how much, above the noise?) from the cells and the check above
+    findings, findings_file = findings_section(header, cells, metrics, check, method, resamples, seed, out_dir)
+    files.append(findings_file)
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
                        failed_rounds=failed or "none",
                        design_notes=(notes := design_notes(header, manifest, cells, metrics, include_warmup)),
-                       spin_dependent=spin_dependent(metrics, cells), noise=noise)
+                       spin_dependent=spin_dependent(metrics, cells), noise=noise, findings=findings,
+                       hosts=hosts(manifest))
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
     files = output.commit(files + [html_path])
+    print_findings(findings, console, explain)
+    print_noise_verdict(noise, console, explain, run_dir)
     print_table(records, metrics, console)
-    print_noise_verdict(noise["verdict"], console)
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     return Report(output.path, files, records)
 
 
 def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str], method: str, resamples: int,
-                  seed: int, out_dir: Path) -> tuple[dict, list[Path]]:
+                  seed: int, out_dir: Path) -> tuple[dict, list[Path], object]:
     """The A/A check (rbl/report/noise.py) for the HTML report, and noise.json (its numbers, which
-    `assert noise < ...` is checked against) and noise-floor.png."""
+    `assert noise < ...` is checked against) and noise-floor.png; and the check itself."""
     from .labels import Labeller
     from .noise import noise_check
     from .other_work import SHARED_MACHINE_CORES
-    from .noise_view import cell_effects_rows, rows, verdict, write_noise_figure
+    from .noise_view import cell_effects_rows, rows, summary as one_line, verdict, write_noise_figure
     check = noise_check(header, cells, metrics, method, resamples, seed, manifest)
     labeller = Labeller(header)
     labels = {c.scenario["id"]: labeller.label(c.scenario) for c in cells}
@@ -95,14 +103,34 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
                            for m in check.metrics.values()},
                "leftOut": [{"scenarioId": item.scenario_id, "reason": item.reason} for item in check.grouping.left_out],
                "otherWork": check.other_work,
-               "verdict": verdict(check)}
+               "verdict": verdict(check), "summary": one_line(check)}
     path = out_dir / "noise.json"
     path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     section = {**summary, "rows": rows(check, labels), "cell_effects_rows": cell_effects_rows(check),
                "shared_machine_cores": SHARED_MACHINE_CORES,
                "left_out": [f"{labels.get(i.scenario_id, i.scenario_id)}: {i.reason}" for i in check.grouping.left_out],
                "figure": base64.b64encode(figure.read_bytes()).decode() if figure else None}
-    return section, [path] + ([figure] if figure else [])
+    return section, [path] + ([figure] if figure else []), check
+
+
+def findings_section(header: dict, cells: list, metrics: list[str], check, method: str, resamples: int, seed: int,
+                     out_dir: Path) -> tuple[dict, Path]:
+    """The findings (rbl/report/findings.py) in words for the report and the terminal, and
+    findings.json (each with its numbers and sentence)."""
+    from .findings import find, record
+    from .findings_view import html, sentence, view
+    from .labels import Labeller
+    labeller = Labeller(header)
+    found = find(header, cells, metrics, check, method, resamples, seed)
+    shown = view(found, labeller, metrics, max(len(c.rounds) for c in cells))
+    for items in (shown["effects"], shown["unchecked"], shown["unresolved"]):
+        for item in items:
+            item["html"] = html(item["text"])
+    shown["rounds_html"] = html(shown["rounds_line"])
+    path = out_dir / "findings.json"
+    path.write_text(json.dumps([record(f, labeller, sentence(f, labeller)) for f in found], indent=1) + "\n",
+                    encoding="utf-8")
+    return shown, path
 
 
 def cell_effects_summary(effects) -> dict | None:
@@ -114,12 +142,28 @@ def cell_effects_summary(effects) -> dict | None:
             "roundSpread": effects.round_spread}
 
 
-def print_noise_verdict(text: dict, console: Console) -> None:
-    style = {"warning": "bold red", "ok": "green"}.get(text["level"])
-    headline = escape(text["headline"])
-    console.print(f"[{style}]{headline}[/{style}]" if style else headline, highlight=False)
-    for line in text["details"]:
-        console.print(f"  {line}", highlight=False, markup=False)
+def print_noise_verdict(noise: dict, console: Console, explain: bool, run_dir: Path) -> None:
+    """The A/A check in one line; a failed one in at most five, with where to read more; the full
+    verdict with `explain`."""
+    if explain:
+        text = noise["verdict"]
+        style = {"warning": "bold red", "ok": "green"}.get(text["level"])
+        headline = escape(text["headline"])
+        console.print(f"[{style}]{headline}[/{style}]" if style else headline, highlight=False)
+        for line in text["details"]:
+            console.print(f"  {line}", highlight=False, markup=False)
+        return
+    short = noise["summary"]
+    style = {"fail": "bold red", "noisy": "yellow", "pass": "green"}.get(short["status"])
+    line = escape(short["line"])
+    console.print(f"[{style}]{line}[/{style}]" if style else line, highlight=False)
+    if short["status"] == "fail":
+        if short["why"]:
+            console.print(f"  Why: {'; '.join(short['why'])}.", highlight=False, markup=False)
+        if short["advice"]:
+            console.print(f"  What to do: {short['advice']}.", highlight=False, markup=False)
+        console.print(f"  Details: `rbl report --explain {run_dir}`, or the noise floor section of report.html.",
+                      highlight=False, markup=False)
 
 
 def print_table(records: list[dict], metrics: list[str], console: Console) -> None:

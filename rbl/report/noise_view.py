@@ -1,5 +1,6 @@
-"""The report's "noise floor" section: the verdict at the top, the table of A/A groups and a small
-figure of how far cells that behave alike fall from each other (rbl/report/noise.py)."""
+"""The report's "noise floor" section: the verdict (in one line at the top, in full in its section),
+the table of A/A groups and a small figure of how far cells that behave alike fall from each other
+(rbl/report/noise.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from .labels import METRIC_TITLES
 from .noise import SHARED_MACHINE_CORES, TOO_NOISY, NoiseCheck, allowed_significant
 from .stats import FEW_ROUNDS
 
+# The same advice in a clause, for the one-line verdict in the terminal.
+SHORT_ADVICE = "more rounds (`--rounds`), or `order = randomized` or `order = blocked`"
 ADVICE = ("add rounds (`--rounds`), or run in `order = randomized` or `order = blocked` so that drift "
           "and neighbours spread over every configuration instead of landing on some")
 
@@ -67,6 +70,59 @@ def verdict(check: NoiseCheck) -> dict:
                              f"{percent(TOO_NOISY)} is too noisy). {headline}"),
                 "details": details + [f"What to do: {ADVICE}; run on a quieter machine."]}
     return {"level": "ok", "headline": f"A/A check passed. {headline}", "details": details}
+
+
+def summary(check: NoiseCheck) -> dict:
+    """The verdict in one line for the top of the report and the terminal: {"status": pass | noisy |
+    fail | not measured, "line": ..., "why": short reasons a failed check gives (else []), "advice":
+    what to do ('' when nothing is to be done)}. The full verdict is `verdict`."""
+    full = verdict(check)
+    if check.floor is None:
+        status = "fail" if full["level"] == "warning" else "not measured"
+        why = ("the plan has no cells that must behave alike" if not check.grouping.groups else
+               "its cells have too few rounds for an interval")
+        return {"status": status, "line": f"A/A check: {status}, no noise floor ({why}).",
+                "why": [_short_shared(check)] if check.shared_machine else [],
+                "advice": "give the run a machine of its own" if check.shared_machine else ""}
+    worst = check.worst_metric
+    title = METRIC_TITLES.get(worst.metric, worst.metric)
+    unit = " ms" if "(ms)" in title else ""
+    floor = (f"noise floor {percent(check.floor)} ({title.removesuffix(' (ms)')}, about "
+             f"{worst.floor_absolute:.3g}{unit})")
+    if not check.passed:
+        why = ([_short_shared(check)] if check.shared_machine else []) + _short_cells(check)
+        return {"status": "fail", "line": f"A/A check: fail, {floor}: differences of about {percent(check.floor)} or "
+                                          "less are not effects.",
+                "why": why, "advice": SHORT_ADVICE + ("; give the run a machine of its own" if check.shared_machine
+                                                      else "")}
+    if check.too_noisy:
+        return {"status": "noisy", "line": f"A/A check: noisy, {floor}: the intervals hold, but cells closer than "
+                                           f"that cannot be told apart.", "why": [], "advice": SHORT_ADVICE}
+    return {"status": "pass", "line": f"A/A check: pass, {floor}: smaller differences between cells are not "
+                                      "resolved by this run.", "why": [], "advice": ""}
+
+
+def _short_shared(check: NoiseCheck) -> str:
+    work = check.other_work
+    return (f"this run shared its machine (other processes used {work['otherCores']:.2g} of its {work['cores']} "
+            "cores while the rounds ran)")
+
+
+def _short_cells(check: NoiseCheck) -> list[str]:
+    """Why the cells failed the check, in a clause each (failure_reason says it at length)."""
+    out = []
+    drifted = [m for m in check.metrics.values() if m.drifted]
+    if drifted:
+        effects = max((m.cell_effects for m in drifted), key=lambda e: e.ratio)
+        out.append(f"cells that cannot differ in behaviour differ {effects.ratio:.1f} times more than their rounds "
+                   f"vary (p = {effects.p_value:.2g}): conditions changed during the run")
+    excess = [m for m in check.metrics.values() if m.excess]
+    if excess:
+        metric = excess[0]
+        out.append(f"{len(metric.significant)} of {len(metric.judged)} A/A pairs differ significantly "
+                   f"({METRIC_TITLES.get(metric.metric, metric.metric).removesuffix(' (ms)')}; chance gives at most "
+                   f"{allowed_significant(len(metric.judged))})")
+    return out
 
 
 def unmeasured(check: NoiseCheck, why: str) -> dict:
