@@ -81,6 +81,7 @@ class FakeBackend:
     what target_probe gives."""
 
     proxy_kind = "fake"
+    proxy_version = None
 
     def __init__(self, lose_after: int | None = None, probe=None):
         self.fault = FakeFault()

@@ -221,7 +221,7 @@ def _manifest(header: dict, shards: list[ShardDir], digest: str) -> dict:
                     "status": s.manifest.get("status"), "rows": sum(len(r) for r in s.rounds.values()),
                     "sessions": [{k: v for k, v in session.items()
                                   if k in ("started_at", "ended_at", "status", "rounds_run", "rounds_failed",
-                                           "proxy", "proxy_seed", "reason", "otherWork")}
+                                           "proxy", "proxyVersion", "proxy_seed", "reason", "otherWork")}
                                  for session in s.manifest.get("sessions") or [] if isinstance(session, dict)]}
                    for s in sorted(shards, key=lambda s: (s.shard.count, s.shard.index))],
         "sessions": [],
