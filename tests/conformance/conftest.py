@@ -20,7 +20,7 @@ import pytest
 
 from rbl.backends import client_builds
 
-from ..live_services import Proxy
+from ..live_services import Proxy, start_envoy
 from .profiles import PROFILES
 
 
@@ -52,15 +52,26 @@ def start_client(profile, target_port: int, *extra: str) -> tuple[subprocess.Pop
     return process, f"http://127.0.0.1:{port}"
 
 
+# The fault proxies the behaviour checks run on (test_conformance.py parametrizes over them): rbl's
+# built-in proxy and real Envoy with the config rbl generates. RBL_CONFORMANCE_PROXY picks one.
+PROXIES = [os.environ["RBL_CONFORMANCE_PROXY"]] if os.environ.get("RBL_CONFORMANCE_PROXY") else ["builtin", "envoy"]
+
+
 @pytest.fixture(scope="module")
-def conformance_proxy(httpbin):
-    listen = os.environ.get("RBL_CONFORMANCE_TARGET", "127.0.0.1:0")
-    process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
-                                f"127.0.0.1:{httpbin}", "--listen", listen, "--seed", "7"],
-                               stdout=subprocess.PIPE, text=True)
-    line = process.stdout.readline().split()
-    assert line[0] == "listening", line
-    yield Proxy(int(line[1]), int(line[2]))
+def conformance_proxy(request, httpbin, tmp_path_factory):
+    """The module's fault proxy: the built-in one unless a test module asks for each of PROXIES."""
+    kind = getattr(request, "param", "builtin")
+    if kind == "envoy":
+        process, proxy = start_envoy(httpbin, tmp_path_factory.mktemp("envoy"))
+    else:
+        listen = os.environ.get("RBL_CONFORMANCE_TARGET", "127.0.0.1:0")
+        process = subprocess.Popen([sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream",
+                                    f"127.0.0.1:{httpbin}", "--listen", listen, "--seed", "7"],
+                                   stdout=subprocess.PIPE, text=True)
+        line = process.stdout.readline().split()
+        assert line[0] == "listening", line
+        proxy = Proxy(int(line[1]), int(line[2]))
+    yield proxy
     process.terminate()
     process.wait(timeout=10)
 

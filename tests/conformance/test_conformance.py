@@ -8,9 +8,12 @@ from dataclasses import replace
 import pytest
 
 from . import checks
-from .conftest import ids, selected_profiles
+from .conftest import PROXIES, ids, selected_profiles
 from .neutral import native_config
 from .mismapped import changed_keys as mismapped_changed, mismapped_client
+
+# every check against each fault proxy rbl runs on: the built-in one and real Envoy
+pytestmark = pytest.mark.parametrize("conformance_proxy", PROXIES, indirect=True)
 
 ALL = selected_profiles()
 RETRY = selected_profiles("retry_fixed")
