@@ -29,6 +29,16 @@ def _fill(unit: str, size: int, prefix: str = "", suffix: str = "", sep: str = "
     return HEAD + prefix + sep.join([unit] * count) + suffix + TAIL
 
 
+def _distinct(size: int) -> int:
+    """How many of 1, 2, 3, ... written ", "-separated take about `size` characters."""
+    count, total, width = 1, 0, 1
+    while total < size:
+        step = min(10 ** width - count, (size - total) // (width + 2) + 1)
+        count, total = count + step, total + step * (width + 2)
+        width = len(str(count))
+    return count
+
+
 # kind -> spec text of about `size` bytes
 KINDS = {
     # 35,000 duplicates made W0302 quadratic (each quoted the whole line)
@@ -46,6 +56,15 @@ KINDS = {
                                     "  client pybreaker.circuit_breaker { fail_max = 2 }\n", n),
     "long_list_of_strings": lambda n: _fill('"x"', n, "  target in [", "]", sep=", "),
     "unknown_characters": lambda n: _fill("  x = 1 @\n", n),
+    # distinct values: nothing is shared between them
+    "distinct_users": lambda n: HEAD.replace("  users in [10]\n", "") + "  users in ["
+                                + ", ".join(map(str, range(1, _distinct(n)))) + "]" + TAIL,
+    # a syntax error on the last line: the Lark parser reports it, after the statements before it
+    "late_syntax_error": lambda n: _fill("  bogus_setting = 1\n", n, suffix="  oops = = 1\n"),
+    "late_error_in_a_list": lambda n: _fill("10", n, "  users in [", ", x y]", sep=", ")
+                                      .replace("  users in [10]\n", "", 1),
+    # a string escape rbl does not know, many times over
+    "unknown_escapes": lambda n: _fill('"\\u0000"', n, "  target in [", "]", sep=", "),
 }
 
 

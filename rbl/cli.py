@@ -282,7 +282,9 @@ RunnerClientsOpt = typer.Option(None, "--runner-clients", metavar="KINDS", help=
 def _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
                      runner_clients=None):
     from .backends.kubernetes.manifests import ClusterOptions
-    from .backends.kubernetes.image import RUNNER_CLIENTS, parse_runner_clients
+    from .backends.kubernetes.image import RUNNER_CLIENTS, check_image_reference, parse_runner_clients
+    if runner_image is not None:          # `--runner-image ''` too: not a silent fallback to rbl's image
+        check_image_reference(runner_image)
     if runner_clients is not None and not runner_image:
         raise UsageError("--runner-clients describes a --runner-image",
                          hint=f"rbl's own runner image holds {','.join(RUNNER_CLIENTS)}")
@@ -328,7 +330,15 @@ def compile_(spec: Path = SpecArg,
         raise UsageError(f"--target must be compose or kubernetes, got {target!r}")
     if target == "kubernetes" and str(output) == "-":
         raise UsageError("--target kubernetes writes a directory", hint="give -o DIR")
+    if target != "kubernetes" and (runner_image is not None or runner_clients is not None):
+        raise UsageError("--runner-image and --runner-clients describe the pods of --target kubernetes",
+                         hint="the compose target builds its images (or takes them with --image NAME=REF)")
+    if target == "kubernetes" and runner_image is not None:
+        from .backends.kubernetes.image import check_image_reference
+        check_image_reference(runner_image)          # before the spec is compiled
     space = _compile(spec, overrides=_overrides(rounds, users, sets)).space
+    if str(output) != "-":
+        _check_plan_fits(space, spec, output, fmt, target)
     if str(output) == "-":
         if image:
             raise UsageError("--image applies to the compose file, which `-o -` does not write")
@@ -357,6 +367,35 @@ def compile_(spec: Path = SpecArg,
         typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"wrote {output}: {', '.join(p.relative_to(output).as_posix() for p in files[:3])} "
                f"and the docker build context ({space.size} scenario{'s' if space.size != 1 else ''})", err=True)
+
+
+def _check_plan_fits(space, spec: Path, output: Path, fmt: str, target: str) -> None:
+    """Refuse, before anything is written, a plan -o DIR would never finish writing (or, for
+    --target kubernetes, one no ConfigMap holds: the pods read the plan from one)."""
+    import shlex
+
+    from .compiler.plan import MAX_WRITTEN_SCENARIOS, approximate_bytes, byte_text
+    from .report.labels import plural
+    smaller = ("or compile a smaller space: --users 1,5, --set 'fault.rate in [0%, 50%]' or "
+               "--set 'LABEL.param in [a, b]'")
+    if space.size > MAX_WRITTEN_SCENARIOS:
+        size = f"{space.size:,}" if space.size < 10**15 else f"about 10^{len(str(space.size)) - 1}"
+        written = byte_text(approximate_bytes(space, fmt))
+        raise UsageError(f"the plan has {size} scenarios (about {written} of {fmt}); -o DIR writes plans of up to "
+                         f"{MAX_WRITTEN_SCENARIOS:,} scenarios: nothing was written to {output}",
+                         hint=f"stream the scenarios instead, in constant memory: `rbl compile "
+                              f"{shlex.quote(str(spec))} -o - --format jsonl` (the first arrive at once); {smaller}")
+    if target == "kubernetes":
+        from .backends.kubernetes.manifests import CONFIGMAP_LIMIT
+        from .compiler.expand import iter_scenario_lines
+        total = 0
+        for count, line in enumerate(iter_scenario_lines(space), 1):      # stops past the limit
+            total += len(line.encode("utf-8")) + 1
+            if total > CONFIGMAP_LIMIT:
+                raise UsageError(f"the plan of {plural(space.size, 'scenario')} is larger than a ConfigMap holds "
+                                 f"({CONFIGMAP_LIMIT // 1000} kB; its first {count} scenarios take {total // 1000} kB)",
+                                 hint=f"the pods read the plan from a ConfigMap: split the spec into smaller ones, "
+                                      f"{smaller}")
 
 
 @app.command()
@@ -648,16 +687,18 @@ def explain(code: str = typer.Argument(..., help="A diagnostic code, e.g. E0203.
 
 
 @app.command("import")
-def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test space."),
+def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test space, or - for standard input."),
             output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE",
-                                                  help="Write the spec here instead of stdout."),
+                                                  help="Write the spec here instead of stdout (- for stdout)."),
             force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")):
     """Convert a ResilienceBench JSON test space into an equivalent rbl spec."""
     from .compiler.render import render_all
     from .importer import ImportFailed, import_file_bytes
 
-    if output is not None and output.exists() and not force:
-        raise UsageError(f"{output} already exists", "pass --force to overwrite it")
+    if output is not None and str(output) == "-":
+        output = None
+    if output is not None:
+        _check_import_output(output, force)         # before the JSON is read: nothing is done for nothing
     try:
         imported = import_file_bytes(_read_spec(file), _spec_name(file))
     except ImportFailed as failure:
@@ -668,8 +709,64 @@ def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test s
     if output is None:
         typer.echo(imported.text, nl=False)
     else:
-        output.write_text(imported.text, encoding="utf-8")
+        _write_import_output(output, imported.text)
         typer.echo(f"wrote {output} ({imported.size} scenario{'s' if imported.size != 1 else ''})", err=True)
+
+
+def _check_import_output(output: Path, force: bool) -> None:
+    """`rbl import -o FILE`: a file that may be written, or a usage error saying why not."""
+    if output.is_dir():                          # also through a link: --force never replaces a directory
+        raise UsageError(f"{output} is a directory", "give the file to write, e.g. -o DIR/spec.rbl")
+    if os.path.lexists(output) and not force:    # lexists: a dangling link is something the user has
+        raise UsageError(f"{output} already exists", "pass --force to overwrite it")
+    parent = output.parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {output}: there is no directory {parent}", "create it first, or give "
+                         "another -o")
+
+
+def _write_import_output(output: Path, text: str) -> None:
+    """Write the spec into place in one step: a temporary file beside it, renamed over it, so a
+    failed write (disk full) leaves an existing FILE as it was. A link named by -o is replaced,
+    never what it points to; a device or pipe (-o /dev/stdout) is written into."""
+    import stat
+    import tempfile
+
+    from .errors import StorageError
+    from .store.durable import is_storage_error
+    try:
+        try:
+            existing = os.stat(output)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and not stat.S_ISREG(existing.st_mode):
+            with output.open("w", encoding="utf-8") as special:
+                special.write(text)
+            return
+        if existing is not None:
+            mode = stat.S_IMODE(existing.st_mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        descriptor, temporary = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.chmod(temporary, mode)
+            os.replace(temporary, output)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        if is_storage_error(error):
+            raise StorageError(f"cannot write {output}: {reason}", hint="free some space (or fix the device) and "
+                               "import again; an existing file was left as it was")
+        raise UsageError(f"cannot write {output}: {reason}", "check the permissions of the file and its directory")
 
 
 def main() -> None:

@@ -21,7 +21,8 @@ from .compiler.pipeline import compile_source
 from .compiler.reading import BOM, decode
 from .compiler.source import SourceFile, Span
 from .compiler.urlpath import target_problem
-from .json_source import ImportFailed, JsonSource, Path, path_text, shown
+from .json_source import (ImportFailed, JsonSource, Path, UnreadableNumber, path_text, read_integer, read_number,
+                          shown)
 from .libraries.catalogue import LibraryDef, PatternDef, builtin_libraries
 from .original_clients import ORIGINAL_CLIENTS, WHOLE_NUMBER_TYPES, OriginalClient
 
@@ -66,12 +67,12 @@ def import_resiliencebench(text: str, name: str) -> Imported:
     """The rbl spec equivalent to a ResilienceBench JSON test space. Raises ImportFailed."""
     source = SourceFile(name, text)
     try:
-        data = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+        data = json.loads(text, parse_float=read_number, parse_int=read_integer, parse_constant=_reject_constant)
     except json.JSONDecodeError as error:
         span = Span.point(source, error.lineno, error.colno)
         raise ImportFailed(Diagnostic("E0401", "error", f"invalid JSON: {error.msg}",
                                       (Label(span, "here"),), (), "fix the JSON syntax"))
-    except (ValueError, RecursionError) as error:      # NaN, a 5000-digit integer, 100k nested arrays
+    except (ValueError, RecursionError) as error:      # NaN, 100k nested arrays
         reason = "it nests too deeply" if isinstance(error, RecursionError) else str(error).split(";")[0]
         raise ImportFailed(Diagnostic("E0401", "error", f"unreadable JSON: {reason}",
                                       (Label(Span.point(source, 1, 1), ""),), (),
@@ -165,7 +166,11 @@ class _Converter:
         if any(ord(c) < 0x20 or c == "\x7f" for c in url):
             raise self.where.fail("`targetUrl` contains a control character", ("targetUrl",),
                                   "a URL has none; percent-encode it")
-        parsed = urlsplit(url)
+        try:
+            parsed = urlsplit(url)
+        except ValueError as error:          # `http://[::1` (an unclosed IPv6 host), a host NFKC changes
+            raise self.where.fail(f"`targetUrl` is not a URL ({error}): {shown(url)}", ("targetUrl",),
+                                  "write it as http://HOST:PORT/PATH; rbl keeps only the path")
         path = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
         problem = target_problem(path)
         if problem:
@@ -367,6 +372,9 @@ class _Converter:
 
     def _number(self, raw, path: Path) -> str:
         """A JSON number as exact rbl source text (the JSON's own decimal digits, never a float's)."""
+        if isinstance(raw, UnreadableNumber):
+            raise self.where.fail(f"`{path_text(path)}` = {shown(raw, 40)} is outside what rbl carries over",
+                                  path, f"numbers up to 10^{LARGEST_EXPONENT} with at most {MOST_DIGITS} digits")
         if isinstance(raw, bool) or not isinstance(raw, (int, Decimal)):
             raise self.where.fail(f"`{path_text(path)}` must be a number, found {shown(raw)}", path)
         number = Decimal(raw)

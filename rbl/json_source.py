@@ -1,6 +1,7 @@
 """Where each value of a JSON document starts, by path, so `rbl import` can point at the key a
 message is about (`clientSpecs[2].patternConfig.sleepDuration[1]`), not at its first namesake;
-and how a JSON value is quoted in a message or a comment.
+how a JSON value is quoted in a message or a comment; and how its numbers are read exactly
+(read_number), those no number type holds included, so that they are reported where they stand.
 
 One iterative pass over text that json.loads has already accepted: no recursion, linear time.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 from .compiler.diagnostics import Diagnostic, Label
 from .compiler.source import SourceFile, Span
@@ -69,6 +70,46 @@ def _key_text(token: str) -> str:
         return token.strip('"')
 
 
+# Integers longer than this are not converted: Python refuses int() of more than 4300 digits,
+# and no benchmark setting needs a tenth of them.
+MAX_INT_DIGITS = 4000
+_ZERO = re.compile(r"-?0+(\.0*)?[eE]")
+
+
+class UnreadableNumber:
+    """A JSON number no number type holds (`1e999999999999999999999`, 10^5 digits), kept as its
+    text so the value that uses it can be reported at its own path instead of failing the read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"UnreadableNumber({shown(self)})"
+
+
+def read_number(text: str) -> Decimal | UnreadableNumber:
+    """json.loads' parse_float: a number with a fraction or an exponent, exactly. The decimal
+    module refuses exponents beyond about 10^18 (InvalidOperation, not ValueError)."""
+    try:
+        return Decimal(text)
+    except (InvalidOperation, ValueError):
+        if _ZERO.match(text):                # 0e-99999999999999999999 is still 0
+            return Decimal(0)
+        return UnreadableNumber(text)
+
+
+def read_integer(text: str) -> int | UnreadableNumber:
+    """json.loads' parse_int: an integer, or too long a one kept as text."""
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        return UnreadableNumber(text)
+    return int(text)
+
+
 def path_text(path: Path) -> str:
     """clientSpecs[2].patternConfig.sleepDuration, as a user reads it."""
     out = ""
@@ -81,6 +122,9 @@ def shown(value, limit: int = 60) -> str:
     """A JSON value quoted for a message or a spec comment: one line, control characters escaped."""
     if isinstance(value, Decimal):           # a JSON number read exactly
         return str(value)
+    if isinstance(value, UnreadableNumber):
+        text = value.text
+        return text if len(text) <= limit else text[:limit - 3] + "..."
     try:
         text = json.dumps(value, ensure_ascii=True, default=str)
     except (ValueError, RecursionError):

@@ -9,13 +9,17 @@
 #     context, on scripts/make-base-image.sh's bases, and imported into the cluster's containerd.
 # Then runs the tests marked `kubernetes` (tests/test_kubernetes_e2e.py) against it, and tears
 # everything down: every process it started, mounts, the CNI bridge, the kubelet's iptables chains,
-# the sysctls the kubelet changed (restored to the values found), the directories it created.
+# the sysctls the kubelet and the CNI changed (restored to the values found), the directories it
+# created. A Docker engine the script had to start for the image build is stopped once the image
+# is saved, and what it leaves behind when it stops (its iptables chains and rules, the docker0
+# bridge, IP forwarding) is taken back then, so the host compares equal to its state before at
+# the end; whatever could not be taken back still shows in that comparison.
 #
 # usage (root): scripts/k8s-e2e.sh [pytest arguments]
 #   RBL_K8S_KEEP=1 keeps the cluster up after the tests (then: scripts/k8s-e2e.sh down)
 #   scripts/k8s-e2e.sh up|down   only start (prints the kubeconfig) or only tear down
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$PWD
 VERSION=${RBL_KUBE_VERSION:-v1.31.4}
 B=${RBL_K8S_DIR:-/tmp/rbl-k8s-e2e}
@@ -24,6 +28,9 @@ RUNNER_BASE=${RBL_DOCKER_POLYGLOT_BASE:-rbl-local/debian-python-java-node-go:boo
 NODE=$(hostname)
 PAUSE_IMAGE=registry.k8s.io/pause:3.10
 SOCK=$B/containerd/containerd.sock
+IPT_TABLES="filter nat mangle raw"
+# what the kubelet (overcommit, panic) and the CNI bridge (forwarding) set, restored at the end
+SYSCTLS="vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward"
 K() { kubectl --kubeconfig "$B/admin.kubeconfig" "$@"; }
 log() { printf '[k8s-e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -31,6 +38,9 @@ log() { printf '[k8s-e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 down() {
     [ -d "$B" ] || return 0
     log "tearing down $B"
+    # still running only when the image build failed: nothing of the cluster has started yet, so
+    # everything that changed since docker.before is the engine's
+    [ -f "$B/dockerd.pid" ] && stop_own_dockerd
     stop kubelet
     if [ -S "$SOCK" ]; then                           # the pods' containers, while containerd still runs
         for id in $(ctr --address "$SOCK" -n k8s.io tasks ls -q 2>/dev/null); do
@@ -46,7 +56,8 @@ down() {
     # containerd-shim processes of this containerd outlive it: stop those started for our state dir
     for pid in $(pgrep -f "containerd-shim.*-address $SOCK" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
     stop kube-scheduler; stop kube-controller-manager; stop kube-apiserver; stop etcd
-    findmnt -rn -o TARGET | grep -E "^$B/" | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    # (no mount left is no failure: a teardown after a failed start has none, and grep's status would end it)
+    findmnt -rn -o TARGET | { grep -E "^$B/" || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
     if [ -f "$B/netns.before" ]; then                 # network namespaces the CNI created
         for n in /var/run/netns/cni-*; do
             [ -e "$n" ] || continue
@@ -82,15 +93,23 @@ down() {
 }
 
 host_changes() {   # what differs from the state recorded before the cluster started
-    local p t ipt
+    local p t ipt link
     pgrep -af "$B" | grep -v -e "k8s-e2e.sh" -e pgrep || true
     findmnt -rn -o TARGET | grep -E "^$B/" || true
     ip link show rblk8s0 >/dev/null 2>&1 && echo "link rblk8s0 still exists"
+    if [ -f "$B/links.before" ]; then            # the Docker engine's bridges
+        for link in $(link_names); do
+            case $link in docker0|br-*) grep -qxF -- "$link" "$B/links.before" || echo "link $link was not there before" ;; esac
+        done
+    fi
+    if [ -f "$B/docker-containerd.before" ] && [ ! -s "$B/docker-containerd.before" ]; then
+        pgrep -af "$DOCKER_CONTAINERD" | grep -v pgrep | sed 's/^/the engine'"'"'s containerd still runs: /' || true
+    fi
     if [ -f "$B/sysctl.before" ]; then
-        sysctl vm.overcommit_memory kernel.panic kernel.panic_on_oops | sed 's/ = / /' | diff "$B/sysctl.before" - || true
+        read_sysctls | diff "$B/sysctl.before" - || true
     fi
     for ipt in iptables ip6tables; do
-        for t in filter nat mangle; do
+        for t in $IPT_TABLES; do
             [ -f "$B/$ipt.$t.before" ] || continue
             $ipt -t "$t" -S 2>/dev/null | diff "$B/$ipt.$t.before" - | sed "s/^/$ipt -t $t: /" || true
         done
@@ -101,14 +120,83 @@ host_changes() {   # what differs from the state recorded before the cluster sta
     return 0
 }
 
-stop() {
+stop() {   # name [seconds to wait before SIGKILL, 10]
     local f=$B/$1.pid
     [ -f "$f" ] || return 0
     local pid; pid=$(cat "$f")
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    for _ in $(seq $((${2:-10} * 5))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$pid" 2>/dev/null || true
     rm -f "$f"
+}
+
+# shellcheck disable=SC2086  # SYSCTLS is a list of names
+read_sysctls() { sysctl $SYSCTLS 2>/dev/null | sed 's/ = / /' || true; }
+
+link_names() { ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' || true; }
+
+# ---------------------------------------------------------------------------------------------
+# A Docker engine of the script's own. dockerd creates its iptables chains (DOCKER, DOCKER-USER,
+# DOCKER-ISOLATION-STAGE-*, ... in filter, nat and raw), adds rules to the built-in chains, sets
+# FORWARD's policy to DROP, creates docker0 and turns IP forwarding on, and leaves all of it when
+# it stops (it reuses them when it starts again). On a machine where Docker never ran that is all
+# new, and it is taken back as soon as the engine has stopped, from a snapshot taken just before
+# it started: only what changed in between is touched (chains and rules that were there before
+# stay), and before any part of the cluster exists, so nothing the kubelet or the CNI leave can
+# be mistaken for the engine's and hidden from the final comparison.
+DOCKER_CONTAINERD="containerd --config /var/run/docker/containerd/containerd.toml"
+
+start_own_dockerd() {
+    local d=$B/docker.before ipt t
+    mkdir -p "$d"
+    for ipt in iptables ip6tables; do
+        for t in $IPT_TABLES; do $ipt -t "$t" -S > "$d/$ipt.$t" 2>/dev/null || true; done
+    done
+    link_names > "$d/links"
+    sysctl net.ipv4.ip_forward net.ipv6.conf.all.forwarding 2>/dev/null | sed 's/ = / /' > "$d/sysctl" || true
+    pgrep -f "$DOCKER_CONTAINERD" > "$B/docker-containerd.before" || true
+    # its pid file under $B: the engine's command line names $B, so the final check sees it if it outlives us
+    bg dockerd dockerd --pidfile "$B/dockerd.pidfile"
+    wait_for 60 dockerd docker info
+}
+
+stop_own_dockerd() {
+    stop dockerd 60                                  # it stops its containerd on the way out
+    if [ ! -s "$B/docker-containerd.before" ]; then  # ... unless it was killed first
+        pkill -f "$DOCKER_CONTAINERD" 2>/dev/null || true
+    fi
+    undo_dockerd
+}
+
+undo_dockerd() {   # take back what changed on the host since docker.before, then forget it
+    local d=$B/docker.before ipt t now chain policy line link key value old new
+    [ -d "$d" ] || return 0
+    for ipt in iptables ip6tables; do
+        for t in $IPT_TABLES; do
+            [ -s "$d/$ipt.$t" ] || continue              # a table that could not be read before: left alone
+            now=$($ipt -t "$t" -S 2>/dev/null) || continue
+            old=$(awk '$1 == "-N" || $1 == "-P" {print $2}' "$d/$ipt.$t")    # chains there before
+            # its rules in chains that were there before, last first; its own chains are emptied below
+            printf '%s\n' "$now" | grep -e '^-A ' | grep -vxF -f "$d/$ipt.$t" | tac |
+                while IFS= read -r line; do
+                    chain=$(awk '{print $2}' <<< "$line")
+                    grep -qxF -- "$chain" <<< "$old" || continue
+                    eval "$ipt -t $t ${line/#-A /-D }" 2>/dev/null || true
+                done || true
+            awk '$1 == "-P" {print $2, $3}' "$d/$ipt.$t" | while read -r chain policy; do
+                $ipt -t "$t" -P "$chain" "$policy" 2>/dev/null || true
+            done || true
+            new=$(printf '%s\n' "$now" | awk '$1 == "-N" {print $2}' | grep -vxF -f <(printf '%s\n' "$old") || true)
+            for chain in $new; do $ipt -t "$t" -F "$chain" 2>/dev/null || true; done
+            for chain in $new; do $ipt -t "$t" -X "$chain" 2>/dev/null || true; done
+        done
+    done
+    for link in $(link_names); do
+        case $link in docker0|br-*) grep -qxF -- "$link" "$d/links" || ip link del "$link" 2>/dev/null || true ;; esac
+    done
+    while read -r key value; do sysctl -qw "$key=$value" 2>/dev/null || true; done < "$d/sysctl"
+    rm -rf "$d"                # once: what changes after this is the cluster's, not the engine's
+    log "the Docker engine started for the image build is stopped; its iptables chains, bridge and forwarding taken back"
 }
 
 bg() { local name=$1; shift; "$@" > "$B/logs/$name.log" 2>&1 & echo $! > "$B/$name.pid"; }
@@ -173,11 +261,7 @@ X
 
 images() {
     # the runner image, as `rbl compile --target kubernetes` describes it, built by the local engine
-    local started_dockerd=""
-    if ! docker info >/dev/null 2>&1; then
-        dockerd > "$B/logs/dockerd.log" 2>&1 & started_dockerd=$!
-        wait_for 60 dockerd docker info
-    fi
+    docker info >/dev/null 2>&1 || start_own_dockerd
     docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || scripts/make-base-image.sh --java "$BASE_IMAGE" >/dev/null
     docker image inspect "$RUNNER_BASE" >/dev/null 2>&1 ||
         scripts/make-base-image.sh --node --go --from "$BASE_IMAGE" "$RUNNER_BASE" >/dev/null
@@ -193,7 +277,22 @@ images() {
     # the pods' sandbox: the runner's base, so that the two share their layers in the import
     printf 'FROM %s\nENTRYPOINT ["sleep", "infinity"]\n' "$RUNNER_BASE" | docker build -q -t "$PAUSE_IMAGE" - >/dev/null
     docker save -o "$B/images.tar" rbl/runner:e2e "$PAUSE_IMAGE"
-    if [ -n "$started_dockerd" ]; then kill "$started_dockerd"; wait "$started_dockerd" 2>/dev/null || true; fi
+    if [ -f "$B/dockerd.pid" ]; then stop_own_dockerd; fi
+}
+
+snapshot_host() {   # what the kubelet, the CNI and a Docker engine started here change on the host, to put back afterwards
+    local ipt t p
+    read_sysctls > "$B/sysctl.before"
+    for ipt in iptables ip6tables; do
+        for t in $IPT_TABLES; do $ipt -t "$t" -S > "$B/$ipt.$t.before" 2>/dev/null || true; done
+    done
+    touch "$B/iptables.before"
+    link_names > "$B/links.before"
+    ls -d /var/run/netns/cni-* > "$B/netns.before" 2>/dev/null || true
+    for p in /var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /var/run/netns /run/containerd/runc \
+             /run/containerd/fifo /run/containerd; do
+        [ -e "$p" ] || echo "$p" >> "$B/paths.created"
+    done
 }
 
 up() {
@@ -202,17 +301,7 @@ up() {
     packages
     BIN=$(scripts/k8s-build.sh "$VERSION" | tail -1)
     mkdir -p "$B"/{logs,etcd,containerd/root,containerd/state,cni/net.d,cni/ipam,kubelet/root}
-    # what the kubelet changes on the host, to put back afterwards
-    sysctl vm.overcommit_memory kernel.panic kernel.panic_on_oops | sed 's/ = / /' > "$B/sysctl.before"
-    for ipt in iptables ip6tables; do
-        for t in filter nat mangle; do $ipt -t "$t" -S > "$B/$ipt.$t.before" 2>/dev/null || true; done
-    done
-    touch "$B/iptables.before"
-    ls -d /var/run/netns/cni-* > "$B/netns.before" 2>/dev/null || true
-    for p in /var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /var/run/netns /run/containerd/runc \
-             /run/containerd/fifo /run/containerd; do
-        [ -e "$p" ] || echo "$p" >> "$B/paths.created"
-    done
+    snapshot_host
     images
     log "starting etcd, the API server and containerd"
     certificates
@@ -293,6 +382,8 @@ X
     log "cluster up: node $NODE Ready; kubeconfig $B/admin.kubeconfig"
 }
 
+# sourced (tests/test_hostile_compile_e2e_teardown.py runs the functions above on a fake host): no more
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
 case "${1:-}" in
     up) up; echo "$B/admin.kubeconfig"; exit 0 ;;
     down) down; exit 0 ;;

@@ -1,6 +1,6 @@
-"""Hostile specs (issue 15): every one ends in located rbl diagnostics and exit 1, never a
-traceback, and the output stays bounded however often a mistake repeats. The small reproducers
-with readable output are in the tests/errors corpus; these are the large or generated ones."""
+"""Hostile specs: every one ends in located rbl diagnostics and exit 1, never a traceback, and
+the output stays bounded however often a mistake repeats. The small reproducers with readable
+output are in the tests/errors corpus; these are the large or generated ones."""
 
 from __future__ import annotations
 
@@ -265,3 +265,41 @@ def test_many_compared_clients_give_bounded_warnings():
     result = compile_source(spec(pair * 2000))
     warnings = [d for d in result.diagnostics if d.code == "W0501"]
     assert result.ok and 0 < len(warnings) <= MAX_PER_CODE
+
+
+# ---- string escapes --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("escape", ["\\u0000", "\\x41", "\\r", "\\0", "\\'", "\\ ", "\\a", "\\U0001F600"])
+@pytest.mark.parametrize("where", ["target", "library", "list"])
+def test_an_escape_rbl_does_not_know_is_a_located_error(escape, where, cli, tmp_path):
+    """`"\\u0000"` read as `u0000`, the backslash silently gone; every unknown escape is E0225 now."""
+    string = f'"/a{escape}b"'
+    if where == "target":
+        text = spec(f"  target = {string}")
+    elif where == "list":
+        text = spec("  target in [" + ", ".join(['"/x"'] * 100 + [string]) + "]")
+    else:
+        text = (f'library mylib {{\n  platform = {string}\n  client = "python"\n  requires = "python"\n'
+                "  pattern retry { attempts: int = 3 }\n}\n" + spec())
+    status, _, err = check_cli(cli, tmp_path, text)
+    assert status == 1, err
+    assert f"error[E0225]: unknown escape `{escape[:2]}` in a string" in err
+    line = {"target": 5, "list": 5, "library": 2}[where]
+    column = text.splitlines()[line - 1].index(string) + 4
+    assert f"hostile.rbl:{line}:{column}" in err
+    assert "`\\n` (new line), `\\t` (tab), `\\\\` (backslash) and `\\\"` (double quote)" in err
+
+
+def test_an_unknown_escape_in_an_override_is_located_in_the_option(cli, tmp_path):
+    status, _, err = check_cli(cli, tmp_path, spec(), "--set", 'target = "/a\\u0000"')
+    assert status == 1 and "error[E0225]" in err and "--set:1:13" in err, err
+
+
+@pytest.mark.parametrize("written, value", [('"a\\nb"', "a\nb"), ('"a\\tb"', "a\tb"), ('"a\\\\b"', "a\\b"),
+                                            ('"a\\"b"', 'a"b'), ('"a\\\\u0000"', "a\\u0000"), ('"no escape"', "no escape")])
+def test_the_escapes_rbl_knows_still_read_as_before(written, value):
+    library = (f"library mylib {{\n  platform = {written}\n  client = \"python\"\n  requires = \"python\"\n"
+               "  pattern retry { attempts: int = 3 }\n}\n")
+    result = compile_source(library + spec("  client mylib.retry {}"))
+    assert result.ok, result.diagnostics
+    assert result.space.clients[-1].library.platform == value

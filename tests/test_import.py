@@ -136,3 +136,86 @@ def test_import_accepts_a_bom(cli, tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + (REFERENCE_JSON / FILES[0]).read_bytes())
     code, out, err = cli("import", path)
     assert code == 0 and out.startswith("// Imported"), err
+
+
+def _space(**fields) -> str:
+    """A small valid test space as JSON text, with `fields` in place of its own (raw JSON texts)."""
+    texts = {"rounds": "1", "users": "[1]", "succRequests": "1", "maxRequests": "2",
+             "targetUrl": '"http://x/get"', "fault": '{"type": "abort", "percentage": [0], "status": 503}',
+             "clientSpecs": '[{"lib": "polly", "strategy": "retry", "patternConfig": {"retryCount": 3, '
+                            '"sleepDuration": 10, "exponentialBackoffPow": 2}}]', **fields}
+    return "{" + ",\n ".join(f'"{key}": {value}' for key, value in texts.items()) + "}"
+
+
+@pytest.mark.parametrize("number, where", [
+    ("1e999999999999999999999", "rounds"), ("1e-999999999999999999999", "rounds"),
+    ("-1E+999999999999999999999", "rounds"), ("1" * 5000, "rounds"), ("1.5e99999999999999999999", "users[0]"),
+    ("1e-999999999999999999999", "clientSpecs[0].patternConfig.exponentialBackoffPow"),
+])
+def test_a_number_no_number_type_holds_is_a_located_error(cli, tmp_path, number, where):
+    """Such numbers failed the whole read (a decimal.InvalidOperation, a traceback): each is now
+    reported at its own key."""
+    fields = {"rounds": number} if where == "rounds" else {"users": f"[{number}]"} if where == "users[0]" else {
+        "clientSpecs": '[{"lib": "polly", "strategy": "retry", "patternConfig": {"retryCount": 3, '
+                       f'"sleepDuration": 10, "exponentialBackoffPow": {number}}}}}]'}
+    path = tmp_path / "numbers.json"
+    path.write_text(_space(**fields))
+    code, out, err = cli("import", path)
+    assert code == 1 and out == "", err
+    assert "error[E0401]" in err and f"`{where}` = " in err and "outside what rbl carries over" in err
+    assert "numbers.json:" in err and "Traceback" not in err and len(err) < 2000
+
+
+def test_a_zero_with_any_exponent_is_zero(cli, tmp_path):
+    path = tmp_path / "zero.json"
+    path.write_text(_space(fault='{"type": "abort", "percentage": [0e-999999999999999999999], "status": 503}'))
+    code, out, err = cli("import", path)
+    assert code == 0, err
+    assert "fault.rate = 0%" in out
+
+
+@pytest.mark.parametrize("url, reason", [("http://[::1", "Invalid IPv6 URL"), ("http://a\uff03b/get", "NFKC")])
+def test_a_target_url_that_is_no_url_is_a_located_error(cli, tmp_path, url, reason):
+    path = tmp_path / "url.json"
+    path.write_text(_space(targetUrl=json.dumps(url)), encoding="utf-8")
+    code, out, err = cli("import", path)
+    assert code == 1 and out == "", err
+    assert "error[E0401]" in err and "`targetUrl` is not a URL" in err and reason in err
+    assert "url.json:5:" in err and "Traceback" not in err
+
+
+def test_output_naming_a_directory_is_refused_even_with_force(cli, tmp_path):
+    target = tmp_path / "specs"
+    target.mkdir()
+    (target / "kept.rbl").write_text("keep me")
+    for args in ([], ["--force"]):
+        code, out, err = cli("import", REFERENCE_JSON / FILES[0], "-o", target, *args)
+        assert code == 2 and f"{target} is a directory" in err and "-o DIR/spec.rbl" in err, err
+        assert "Traceback" not in err
+    assert [p.name for p in target.iterdir()] == ["kept.rbl"] and (target / "kept.rbl").read_text() == "keep me"
+
+
+def test_output_in_a_directory_that_does_not_exist_is_a_usage_error(cli, tmp_path):
+    code, out, err = cli("import", REFERENCE_JSON / FILES[0], "-o", tmp_path / "nowhere" / "spec.rbl")
+    assert code == 2 and "there is no directory" in err and "nowhere" in err and "Traceback" not in err
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_output_dash_is_standard_output(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("import", REFERENCE_JSON / FILES[0], "-o", "-")
+    assert code == 0 and out.startswith("// Imported") and list(tmp_path.iterdir()) == []
+
+
+def test_a_link_named_by_output_is_replaced_never_written_through(cli, tmp_path):
+    elsewhere = tmp_path / "elsewhere.rbl"
+    link = tmp_path / "out.rbl"
+    link.symlink_to(elsewhere)                          # dangling: exists() says no, the link is there
+    code, _, err = cli("import", REFERENCE_JSON / FILES[0], "-o", link)
+    assert code == 2 and "already exists" in err and not elsewhere.exists()
+    elsewhere.write_text("keep me")
+    code, _, err = cli("import", REFERENCE_JSON / FILES[0], "-o", link, "--force")
+    assert code == 0, err
+    assert not link.is_symlink() and link.read_text().startswith("// Imported")
+    assert elsewhere.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.rbl", "out.rbl"]    # no temporary left

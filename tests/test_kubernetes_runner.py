@@ -147,3 +147,49 @@ def test_options_that_mean_this_machine_are_refused_with_the_kubernetes_backend(
                    cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "--dry-run checks the services on this machine" in done.stderr
     assert "Traceback" not in done.stderr and sorted(p.name for p in tmp_path.iterdir()) == ["my.jar"]
+
+
+BAD_REFERENCES = {
+    "": "it is empty",
+    "rbl/runner :1": "white space",
+    "x@@y": "does not read as",
+    "http://registry.example/runner:1": "it is a URL",
+    "Registry.example/Runner:1": "must be lower-case",
+    "runner:": "does not read as",
+    "runner:" + "t" * 129: "does not read as",
+    "runner@sha256:abc": "does not read as",
+    "r\u00e9gistry/runner": "no reference has",
+    "runner:1\n": "white space",
+}
+
+
+@pytest.mark.parametrize("reference", list(BAD_REFERENCES), ids=repr)
+def test_a_runner_image_that_is_no_image_reference_is_a_usage_error(tmp_path, reference):
+    """A runtime refuses such a reference only on the node, in every pod: refused here, by run
+    and compile alike, before anything exists."""
+    done = run_rbl("run", str(EXAMPLES / "quickstart.rbl"), *_unreachable(tmp_path), "--runner-image", reference,
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "is not a container image reference" in done.stderr and BAD_REFERENCES[reference] in done.stderr
+    assert "[HOST[:PORT]/]NAME[:TAG][@DIGEST]" in done.stderr and "Traceback" not in done.stderr
+    done = run_rbl("compile", str(EXAMPLES / "quickstart.rbl"), "--target", "kubernetes", "-o", "compiled",
+                   "--runner-image", reference, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "is not a container image reference" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig"]
+
+
+@pytest.mark.parametrize("reference", [
+    "r:1", "rbl/runner:0.1.0", "registry.example/runner:1", "localhost:5000/rbl/runner:e2e", "[::1]:5000/a/b",
+    "Registry.Example.com/team/runner", "a__b/c-d--e.f:TAG_1.2-x", "rbl/runner@sha256:" + "0" * 64,
+    "ghcr.io/org/runner:1@sha256:" + "a" * 64, "ubuntu",
+])
+def test_image_references_of_every_form_are_taken(reference):
+    from rbl.backends.kubernetes.image import reference_problem
+    assert reference_problem(reference) is None
+
+
+def test_the_runner_options_belong_to_the_kubernetes_target(tmp_path):
+    done = run_rbl("compile", str(EXAMPLES / "quickstart.rbl"), "-o", "compiled", "--runner-image", "r:1",
+                   cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "--target kubernetes" in done.stderr, done.stderr
+    assert not (tmp_path / "compiled").exists()

@@ -1,4 +1,6 @@
-"""The rbl AST: frozen dataclasses, tuples for children, spans excluded from equality."""
+"""The rbl AST: frozen dataclasses, tuples for children, spans excluded from equality. The items
+of a long list of plain values and the operands of a long flat sum or product may instead be a
+fastparse.LazyNodes: the same nodes, made from the spec's text each time they are iterated."""
 
 from __future__ import annotations
 

@@ -171,6 +171,16 @@ Strings may not hold control characters (U+0000-U+001F, U+007F-U+009F, U+2028, U
 raw: they are never part of a path, platform or name, and they would break the files rbl writes.
 Write a tab or a new line as `\\t` or `\\n` where one is meant.
 """),
+    "E0225": ("unknown escape in a string", """
+A backslash in a string starts an escape, and rbl knows four: `\\n` (a new line), `\\t` (a tab),
+`\\\\` (a backslash) and `\\"` (a double quote). Any other character after a backslash is an
+error rather than a character that quietly loses its backslash: rbl has no `\\u0000`, `\\x41`
+or `\\r`. Write the character itself (control characters are not allowed, see E0224), or
+double the backslash where a backslash is meant.
+
+    target = "/anything/\\u00e9"     // error
+    target = "/anything/%C3%A9"     // ok: a URL path escapes as %XX
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

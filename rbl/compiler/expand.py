@@ -2,7 +2,8 @@
 
 Within a client, axes form a cross product in declaration order, the first declared varying
 slowest (as the original tool's expand_config_template). Everything streams: nothing holds the
-scenario list, so 10^6 scenarios expand in constant memory.
+scenario list, nor lists a long axis, so 10^6 scenarios (or an axis of 10^9 values) expand in
+constant memory.
 """
 
 from __future__ import annotations
@@ -68,13 +69,38 @@ def native_parameters(client: ClientSpec, limit: int = 10_000) -> dict[str, list
     return values
 
 
+# Values per axis whose JSON fragments are made once, up front; a longer axis (a range of 10^9
+# values) has each fragment made when it is reached, so the first scenario comes at once and
+# memory stays constant however long the axis.
+FRAGMENT_LIMIT = 1 << 16
+
+
+class _Fragments:
+    """`"name":value` of each value of a long axis, made on demand (a sequence for iter_product)."""
+
+    __slots__ = ("param", "key")
+
+    def __init__(self, param: Param):
+        self.param = param
+        self.key = _dumps(param.name) + ":"
+
+    def __len__(self) -> int:
+        return len(self.param.values)
+
+    def __getitem__(self, index: int) -> str:
+        return self.key + _dumps(native(self.param, self.param.values[index]))
+
+
 def _configuration_texts(client: ClientSpec) -> Iterator[str]:
     """The same configurations as JSON object texts, built from per-value fragments (fast path)."""
     if client.neutral is not None:
         yield from (_dumps(config) for config in configurations(client))
         return
-    fragments = [[f"{_dumps(p.name)}:{_dumps(native(p, v))}" for v in p.values] for p in client.params]
-    for combo in itertools.product(*fragments):
+    fragments = [[f"{_dumps(p.name)}:{_dumps(native(p, v))}" for v in p.values]
+                 if len(p.values) <= FRAGMENT_LIMIT else _Fragments(p) for p in client.params]
+    # itertools.product is the fast path, but it lists every axis before the first tuple
+    combos = itertools.product(*fragments) if all(isinstance(f, list) for f in fragments) else iter_product(fragments)
+    for combo in combos:
         yield "{" + ",".join(combo) + "}"
 
 
@@ -91,10 +117,10 @@ def _client_prefix(client: ClientSpec) -> str:
 def iter_scenario_lines(space: TestSpace) -> Iterator[str]:
     """Scenario records as compact JSON texts, one per scenario, in Algorithm 1 order."""
     tail = f',"successes":{space.successes},"max_requests":{space.max_requests}}}'
-    faults = [f'{{"fault":{_dumps(fault_record(space, rate))},' for rate in space.fault.rates]
     prefixes = [_client_prefix(client) for client in space.clients]
     index = 0
-    for fault in faults:
+    for rate in space.fault.rates:           # one at a time: a range of 10^9 rates is never listed
+        fault = f'{{"fault":{_dumps(fault_record(space, rate))},'
         for users in space.users:
             head = f'{fault}"users":{users.v},'
             for client, prefix in zip(space.clients, prefixes):

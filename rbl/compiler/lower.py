@@ -1,4 +1,6 @@
-"""Lowering: Lark parse tree -> rbl AST, turning literal lexemes into typed values."""
+"""Lowering: Lark parse tree -> rbl AST, turning literal lexemes into typed values. The literal
+functions (number_value, literal_value, string_value, ...) are shared with the hand-written
+reader (fastparse.py), so both report a bad literal alike."""
 
 from __future__ import annotations
 
@@ -16,6 +18,11 @@ from .units import (DURATION_UNITS, MAX_DIGITS, UnitError, Value, out_of_range, 
 # Unicode line separators. They are never part of a path, platform or name, they break the YAML
 # and JSON rbl writes, and they hide on a terminal. `\n` and `\t` escapes stay allowed.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# The escapes a string may hold. Any other backslash is an error (E0225), not a character that
+# silently loses its backslash (`"\u0000"` would otherwise read as `u0000`).
+ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", '"': '"'}
+_ESCAPE = re.compile(r"\\(.)", re.S)
+_KNOWN_ESCAPES = "`\\n` (new line), `\\t` (tab), `\\\\` (backslash) and `\\\"` (double quote)"
 
 
 def lower(tree: Tree, source: SourceFile, diagnostics: Diagnostics) -> ast.Program:
@@ -104,11 +111,11 @@ class _Lower(Transformer):
         return ast.OpExpr("*", tuple(children), self._span(meta))
 
     def int_expr(self, meta, children):
-        value = self._number(meta, children[0], lambda text: Value("int", int(text.replace("_", ""))))
+        value = int_value(str(children[0]), self._span(meta), self.diagnostics)
         return ast.IntExpr(value.v if value is not None else 0, self._span(meta))
 
     def percent_expr(self, meta, children):
-        value = self._number(meta, children[0], parse_percent)
+        value = number_value(str(children[0]), self._span(meta), parse_percent, self.diagnostics)
         return ast.PercentExpr(float(value.v) if value is not None else 0.0, self._span(meta))
 
     # ---- values ----
@@ -122,45 +129,19 @@ class _Lower(Transformer):
     def _literal(self, meta, token: Token, value: Value | None) -> ast.Literal:
         return ast.Literal(value, str(token), self._span(meta))
 
-    def _number(self, meta, token: Token, parse) -> Value | None:
-        """parse(token text), or None after reporting a number too long or too large."""
-        text = str(token)
-        digits = sum(ch.isdigit() for ch in text)
-        if digits > MAX_DIGITS:
-            self.diagnostics.error("E0223", f"the number has {digits} digits", self._span(meta),
-                                   "too many digits", help=f"numbers have at most {MAX_DIGITS} digits")
-            return None
-        value = parse(text)
-        problem = out_of_range(value)
-        if problem is not None:
-            self.diagnostics.error("E0223", f"`{text}` is out of range", self._span(meta), "too large",
-                                   help=problem)
-            return None
-        return value
-
     def int(self, meta, children):
-        token = children[0]
-        return self._literal(meta, token, self._number(meta, token, lambda t: Value("int", int(t.replace("_", "")))))
+        return self._literal(meta, children[0], int_value(str(children[0]), self._span(meta), self.diagnostics))
 
     def decimal(self, meta, children):
-        token = children[0]
-        return self._literal(meta, token, self._number(meta, token, lambda t: Value("float", parse_number(t))))
+        return self._literal(meta, children[0], number_value(str(children[0]), self._span(meta), _parse_decimal,
+                                                             self.diagnostics))
 
     def percent(self, meta, children):
-        token = children[0]
-        return self._literal(meta, token, self._number(meta, token, parse_percent))
+        return self._literal(meta, children[0], number_value(str(children[0]), self._span(meta), parse_percent,
+                                                             self.diagnostics))
 
     def quantity(self, meta, children):
-        token = children[0]
-        try:
-            value = self._number(meta, token, parse_quantity)
-        except UnitError as error:
-            known = ", ".join(u for u in DURATION_UNITS if u != "\u00b5s")
-            self.diagnostics.error(
-                "E0201", f"unknown unit `{error}`", self._span(meta), "not a unit rbl knows",
-                help=f"durations take one of the units {known}; percentages are written `40%`")
-            value = None
-        return self._literal(meta, token, value)
+        return self._literal(meta, children[0], quantity_value(str(children[0]), self._span(meta), self.diagnostics))
 
     def negative(self, meta, children):
         inner: ast.Literal = children[0]
@@ -171,14 +152,8 @@ class _Lower(Transformer):
 
     def string(self, meta, children):
         token = children[0]
-        control = _CONTROL.search(str(token))
-        if control is not None:
-            span = Span.point(self.source, token.line, token.column + control.start())
-            self.diagnostics.error("E0224", f"a string holds the control character U+{ord(control.group()):04X}",
-                                   span, "control character", help="remove it; write a tab or a new line as "
-                                   "`\\t` or `\\n` where one is meant")
-            return self._literal(meta, token, None)
-        return self._literal(meta, token, Value("string", _unescape(str(token)[1:-1])))
+        return self._literal(meta, token, string_value(str(token), self.source, token.line, token.column,
+                                                       self.diagnostics))
 
     def true(self, meta, children):
         return ast.Literal(Value("bool", True), "true", self._span(meta))
@@ -222,15 +197,79 @@ class _Lower(Transformer):
         return ast.Constraint(str(op), bound, self._span(meta))
 
 
+def _parse_int(text: str) -> Value:
+    return Value("int", int(text.replace("_", "")))
+
+
+def _parse_decimal(text: str) -> Value:
+    return Value("float", parse_number(text))
+
+
+def number_value(text: str, span: Span, parse, diagnostics: Diagnostics) -> Value | None:
+    """parse(text), or None after reporting a number too long or too large (E0223)."""
+    if len(text) > MAX_DIGITS:                  # (shorter texts cannot have too many digits)
+        digits = sum(ch.isdigit() for ch in text)
+        if digits > MAX_DIGITS:
+            diagnostics.error("E0223", f"the number has {digits} digits", span, "too many digits",
+                              help=f"numbers have at most {MAX_DIGITS} digits")
+            return None
+    value = parse(text)
+    problem = out_of_range(value)
+    if problem is not None:
+        diagnostics.error("E0223", f"`{text}` is out of range", span, "too large", help=problem)
+        return None
+    return value
+
+
+def int_value(text: str, span: Span, diagnostics: Diagnostics) -> Value | None:
+    return number_value(text, span, _parse_int, diagnostics)
+
+
+def quantity_value(text: str, span: Span, diagnostics: Diagnostics) -> Value | None:
+    """A duration literal (`20ms`), or None after reporting its unit (E0201) or size (E0223)."""
+    try:
+        return number_value(text, span, parse_quantity, diagnostics)
+    except UnitError as error:
+        known = ", ".join(u for u in DURATION_UNITS if u != "\u00b5s")
+        diagnostics.error("E0201", f"unknown unit `{error}`", span, "not a unit rbl knows",
+                          help=f"durations take one of the units {known}; percentages are written `40%`")
+        return None
+
+
+def literal_value(kind: str, text: str, span: Span, diagnostics: Diagnostics) -> Value | None:
+    """The value of a number token of the grammar's kind INT, DECIMAL, QUANTITY or PERCENT."""
+    if kind == "INT":
+        return int_value(text, span, diagnostics)
+    if kind == "DECIMAL":
+        return number_value(text, span, _parse_decimal, diagnostics)
+    if kind == "PERCENT":
+        return number_value(text, span, parse_percent, diagnostics)
+    return quantity_value(text, span, diagnostics)
+
+
+def string_value(text: str, source: SourceFile, line: int, column: int, diagnostics: Diagnostics) -> Value | None:
+    """The value of a STRING token `text` (quotes included) at line:column, or None after
+    reporting a raw control character (E0224) or an escape rbl does not know (E0225)."""
+    control = _CONTROL.search(text)
+    if control is not None:
+        span = Span.point(source, line, column + control.start())
+        diagnostics.error("E0224", f"a string holds the control character U+{ord(control.group()):04X}",
+                          span, "control character", help="remove it; write a tab or a new line as "
+                          "`\\t` or `\\n` where one is meant")
+        return None
+    if "\\" in text:
+        unknown = next((m for m in _ESCAPE.finditer(text) if m.group(1) not in ESCAPES), None)
+        if unknown is not None:
+            start = column + unknown.start()
+            diagnostics.error("E0225", f"unknown escape `{unknown.group()}` in a string",
+                              Span(source, line, start, line, start + 2), "not an escape rbl knows",
+                              help=f"a string knows the escapes {_KNOWN_ESCAPES}; write the character itself, "
+                                   f"or `\\\\` for a backslash")
+            return None
+    return Value("string", _unescape(text[1:-1]))
+
+
 def _unescape(text: str) -> str:
-    out, i = [], 0
-    escapes = {"n": "\n", "t": "\t", "\\": "\\", '"': '"'}
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            out.append(escapes.get(text[i + 1], text[i + 1]))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    if "\\" not in text:                 # most strings: no copy character by character
+        return text
+    return _ESCAPE.sub(lambda match: ESCAPES[match.group(1)], text)

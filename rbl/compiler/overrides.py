@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from . import ast
 from .diagnostics import Diagnostics
+from .fastparse import LazyNodes
 from .frontend import parse_program
 from .source import SourceFile, Span
 
@@ -101,7 +102,7 @@ def _moved(node, wrapped: SourceFile, shown: SourceFile):
         def column(col: int) -> int:
             return min(max(col - len(_WRAP), 1), width)
         return Span(shown, 1, column(node.col), 1, max(column(node.end_col), column(node.col) + 1))
-    if isinstance(node, tuple):
+    if isinstance(node, (tuple, LazyNodes)):         # a long list is moved value by value, as a tuple
         return tuple(_moved(item, wrapped, shown) for item in node)
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
         changes = {f.name: _moved(getattr(node, f.name), wrapped, shown) for f in dataclasses.fields(node)

@@ -1,5 +1,6 @@
 """The parser: one cached Lark LALR parser (positions on) and the translation of Lark's
-exceptions into rbl diagnostics. Lark's own names never reach the user."""
+exceptions into rbl diagnostics. Lark's own names never reach the user. It reads what the
+hand-written reader (fastparse.py, tried first) does not: every text with a syntax error."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from .diagnostics import Diagnostics
 from .source import SourceFile, Span
+from .tokens import MAX_NESTING, TooDeep, Unlexable, bracket_tokens
 
 OPENERS = {"(": ")", "[": "]", "{": "}"}
 CLOSERS = {v: k for k, v in OPENERS.items()}
@@ -28,19 +30,6 @@ TERMINAL_NAMES = {
     "$END": "the end of the file",
     "OPTIONAL": "`?`",
 }
-
-
-# Brackets nest at most this deep. Real specs nest three or four; the cap keeps every walk of
-# the tree (Lark's transformers, the checks) far from Python's recursion limit.
-MAX_NESTING = 64
-
-
-class TooDeep(Exception):
-    """Raised from the token stream at the bracket that nests too deep."""
-
-    def __init__(self, token: Token):
-        super().__init__(token)
-        self.token = token
 
 
 class _NewlinePostLexer:
@@ -155,13 +144,15 @@ _MISTAKES: dict[tuple[str, str, str], list[str]] = {
 }
 
 
-def parse_tree(source: SourceFile, diagnostics: Diagnostics) -> Tree | None:
-    """Parse a source file; on failure report one located diagnostic and return None."""
+def parse_tree(source: SourceFile, diagnostics: Diagnostics, text: str | None = None) -> Tree | None:
+    """Parse a source file; on failure report one located diagnostic and return None. `text`, when
+    given, is read in place of the source's: the same length and lines (fastparse's reduced text)."""
     parser = lark_parser()
+    text = source.text if text is None else text
     try:
-        return parser.parse(source.text)
+        return parser.parse(text)
     except UnexpectedInput as error:
-        _report(source, error, diagnostics)
+        _report(source, error, diagnostics, text)
         return None
     except TooDeep as deep:
         diagnostics.error("E0112", "brackets nested too deeply", Span.of_token(source, deep.token),
@@ -170,8 +161,8 @@ def parse_tree(source: SourceFile, diagnostics: Diagnostics) -> Tree | None:
         return None
 
 
-def _report(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics) -> None:
-    if _report_brackets(source, error, diagnostics):
+def _report(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics, text: str) -> None:
+    if _report_brackets(source, error, diagnostics, text):
         return
     if isinstance(error, UnexpectedCharacters):
         span = Span.point(source, error.line, error.column)
@@ -240,18 +231,18 @@ def _token_span(source: SourceFile, token: Token) -> Span:
     return Span.of_token(source, token)
 
 
-def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics) -> bool:
+def _report_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics, text: str) -> bool:
     """Unclosed or mismatched brackets are reported from the bracket, not where parsing stopped."""
     stack: list[Token] = []
     try:
-        return _check_brackets(source, error, diagnostics, stack)
-    except (UnexpectedInput, TooDeep):   # the text does not lex (or nests too deep) further on:
+        return _check_brackets(source, error, diagnostics, stack, bracket_tokens(text))
+    except (Unlexable, TooDeep):         # the text does not lex (or nests too deep) further on:
         return False                     # report the parser's error
 
 
 def _check_brackets(source: SourceFile, error: UnexpectedInput, diagnostics: Diagnostics,
-                    stack: list[Token]) -> bool:
-    for token in lark_parser().lex(source.text):      # streamed: a long file is never listed
+                    stack: list[Token], tokens) -> bool:
+    for token in tokens:               # the brackets as Lark's lexer reads them, streamed
         if token.value in OPENERS and token.type not in ("STRING",):
             stack.append(token)
         elif token.value in CLOSERS and token.type not in ("STRING",):

@@ -158,6 +158,31 @@ def _neutral_parameters(client) -> dict:
     }
 
 
+# The most scenarios `rbl compile -o DIR` writes into files: a plan.json of a few GB, written in
+# about a minute. A larger plan would not end (10^18 scenarios) or fill the disk first, and no
+# run gets through it; `-o -` streams any plan in constant memory for whoever wants it anyway.
+MAX_WRITTEN_SCENARIOS = 10_000_000
+
+
+def approximate_bytes(space: TestSpace, fmt: str = "json") -> int:
+    """About how many bytes the scenario list takes: the first scenario's length times the size
+    (the first scenario only is made, so this costs nothing for 10^18 scenarios)."""
+    first = next(iter_scenario_lines(space), "")
+    per_scenario = len(first.encode("utf-8")) + (6 if fmt == "json" else 1)
+    if fmt == "csv":
+        per_scenario = per_scenario // 3               # no keys, no quotes: about a third of the JSON
+    return space.size * per_scenario
+
+
+def byte_text(count: int) -> str:
+    """1234567 -> '1.2 MB' (decimal units, up to YB; beyond that as a power of ten)."""
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"):
+        if count < 1000:
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"10^{len(str(int(count))) + 23} B"
+
+
 def write_plan(space: TestSpace, out_dir: Path, fmt: str = "json") -> list[Path]:
     """Write plan.json (and the scenario list beside it for jsonl/csv); returns the files."""
     out_dir.mkdir(parents=True, exist_ok=True)

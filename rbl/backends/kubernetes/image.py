@@ -17,6 +17,7 @@ every pod.
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,52 @@ CLIENT_LABEL = "dev.rbl.runner.clients"
 CLIENTS_ANNOTATION = "rbl.dev/runner-clients"
 SOURCES_DIR = "clients"                             # in the build context: rbl.clients for the image
 CACHE_DIR = "client-cache"                          # in the build context: the image's XDG_CACHE_HOME
+
+
+# A container image reference, as the container runtimes parse it (the distribution project's
+# reference grammar): [HOST[:PORT]/]PATH[:TAG][@DIGEST]. The API server takes any text as a pod's
+# image; a runtime refuses a malformed one only on the node, in every pod (InvalidImageName).
+_ALNUM = r"[a-z0-9]+"
+_PATH_COMPONENT = rf"{_ALNUM}(?:(?:[._]|__|-+){_ALNUM})*"
+_HOST_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_HOST = rf"(?:{_HOST_COMPONENT}(?:\.{_HOST_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_TAG = r"[\w][\w.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REFERENCE = re.compile(rf"(?P<name>(?:(?P<host>{_HOST})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
+                             rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?", re.ASCII)
+NAME_LIMIT = 255                       # characters of HOST/PATH, as the runtimes allow
+REFERENCE_EXAMPLE = "registry.example:5000/rbl/runner:0.1.0 or rbl/runner@sha256:<64 hex digits>"
+
+
+def reference_problem(text: str) -> str | None:
+    """Why `text` is not a container image reference, or None when it is one."""
+    if not text.strip():
+        return "it is empty"
+    if len(text) > 1024:                 # name, tag and digest together stay far below this
+        return "it is longer than any reference"
+    if text != text.strip() or any(c.isspace() for c in text):
+        return "it holds white space"
+    if not text.isascii() or not text.isprintable():
+        return "it holds a character no reference has"
+    match = IMAGE_REFERENCE.fullmatch(text)
+    if match is None:
+        if text.lower() != text and IMAGE_REFERENCE.fullmatch(text.lower()):
+            return "the repository name must be lower-case"
+        if "://" in text:
+            return "it is a URL; a reference names no scheme"
+        return "it does not read as [HOST[:PORT]/]NAME[:TAG][@DIGEST]"
+    if len(match.group("name")) > NAME_LIMIT:
+        return f"its name is longer than {NAME_LIMIT} characters"
+    return None
+
+
+def check_image_reference(text: str, option: str = "--runner-image") -> None:
+    """A usage error unless `text` is a container image reference."""
+    problem = reference_problem(text)
+    if problem is not None:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        raise UsageError(f"{option} {shown!r} is not a container image reference: {problem}",
+                         hint=f"write [HOST[:PORT]/]NAME[:TAG][@DIGEST], e.g. {REFERENCE_EXAMPLE}")
 
 
 def parse_runner_clients(text: str) -> tuple[str, ...]:

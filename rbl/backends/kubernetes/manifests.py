@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ... import __version__
 from ...errors import UsageError
-from .image import CLIENT_LABEL, CLIENTS_ANNOTATION, RUNNER_CLIENTS, check_runner_image
+from .image import CLIENT_LABEL, CLIENTS_ANNOTATION, RUNNER_CLIENTS, check_image_reference, check_runner_image
 from ...yaml_text import comment_text, yaml_quote
 
 MANIFEST_FILE = "kubernetes/rbl.yaml"
@@ -75,6 +75,8 @@ class ClusterOptions:
         if self.namespace is not None and not _DNS_LABEL.fullmatch(self.namespace):
             raise UsageError(f"--namespace {self.namespace!r} is not a valid namespace name",
                              hint="lower-case letters, digits and '-', at most 63 characters")
+        if self.image:                      # "" is rbl's own image
+            check_image_reference(self.image)
         if self.pull_policy not in ("Always", "IfNotPresent", "Never"):
             raise UsageError(f"--image-pull-policy must be Always, IfNotPresent or Never, got {self.pull_policy!r}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import ast
+from ..fastparse import LazyNodes
 from ..space import NoiseAssertion, SizeAssertion
 from ..types import COMPARATORS
 from ..units import MAX_MAGNITUDE
@@ -34,8 +35,10 @@ def evaluate(expr: ast.Expr) -> int:
     if isinstance(expr, ast.PercentExpr):
         raise NotACount(expr.span)
     total = 0 if expr.op == "+" else 1
-    for operand in expr.operands:
-        value = evaluate(operand)
+    operands = expr.operands
+    # a long flat chain of integers (fastparse.LazyNodes): their values, without a node each
+    values = operands.ints() if isinstance(operands, LazyNodes) else (evaluate(operand) for operand in operands)
+    for value in values:
         total = total + value if expr.op == "+" else total * value
         if total > MAX_MAGNITUDE:
             raise OutOfRange(expr.span)

@@ -24,3 +24,4 @@ class CheckContext:
     lets: dict = field(default_factory=dict)            # `let` name -> ast.Let
     used_lets: set = field(default_factory=set)
     size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)
+    defaults: dict = field(default_factory=dict)        # id(ParamDef) -> its Param at the default

@@ -7,11 +7,13 @@ from fractions import Fraction
 from .. import ast
 from ..axes import Axis, ListAxis, RangeAxis, range_count
 from ..diagnostics import Diagnostics
+from ..fastparse import LazyNodes
 from ..types import NUMERIC, ParamType, check_value_bounds, coerce, describe_type
 from ..units import MAX_MAGNITUDE, Value, format_value
 
 # len() of an axis must be a machine-size integer.
 MAX_AXIS_VALUES = MAX_MAGNITUDE
+_MEMO_LIMIT = 4096             # distinct list values whose coercion is remembered
 
 
 def report_set_twice(diags: Diagnostics, item: ast.Bind | ast.Axis, first: ast.Bind | ast.Axis) -> None:
@@ -50,21 +52,36 @@ def _list_axis(node: ast.ListValue, ptype: ParamType, diags: Diagnostics, what: 
         diags.error("E0301", f"the axis of {what} is empty", node.span, "no values",
                     help="an empty axis makes the whole space empty; give at least one value")
         return None
-    values, ok, seen = [], True, {}
-    for item in node.items:
-        value = coerce(item, ptype, diags, what)
+    values, ok, seen, known = [], True, {}, {}
+    items = node.items
+    # A literal's value is its text's: a text coerced once without a word is coerced alike
+    # again, and is a duplicate. So a list of 10^6 equal values is checked once, and the nodes
+    # of a long list (LazyNodes) are made only where a message needs one; a failing text is
+    # checked, and reported, each time.
+    entries = items.entries() if isinstance(items, LazyNodes) else \
+        (((item.text if isinstance(item, ast.Literal) else item.name), item) for item in items)
+    make = items.node if isinstance(items, LazyNodes) else None
+    for text, entry in entries:
+        value = known.get(text)
         if value is None:
-            ok = False
-            continue
-        if value in seen:
-            if diags.capped("W0302", "warning"):
+            item = make(entry) if make else entry
+            value = coerce(item, ptype, diags, what)
+            if value is None:
+                ok = False
+                continue
+            if len(known) < _MEMO_LIMIT:
+                known[text] = value
+            if value not in seen:
+                seen[value] = item.span
                 values.append(value)
                 continue
-            diags.warning("W0302", f"{format_value(value)} appears twice in the axis of {what}", item.span,
-                          "duplicate value", secondary=((seen[value], "first here"),),
-                          help="each duplicate adds identical scenarios; remove it")
-        else:
-            seen[value] = item.span
+        if diags.capped("W0302", "warning"):
+            values.append(value)
+            continue
+        item = make(entry) if make else entry
+        diags.warning("W0302", f"{format_value(value)} appears twice in the axis of {what}", item.span,
+                      "duplicate value", secondary=((seen[value], "first here"),),
+                      help="each duplicate adds identical scenarios; remove it")
         values.append(value)
     return ListAxis(tuple(values), node.span) if ok else None
 
