@@ -215,6 +215,7 @@ def test_escaped_newline_and_tab_stay_allowed_in_strings():
     ("/bytes/1000", True), ("/status/503?x=1&y=%20", True), ("/anything/a:b;c=d,e~f", True),
     ("/bytes/10 x", False), ("bytes/10", False), ("//evil.example/x", False), ("/a@b", False),
     ("/a%zz", False), ("/a#frag", False), ("/caf\u00e9", False), ("/a\\\\b", False), ("/" + "a" * 2048, False),
+    ("/bytes/10\\n", False),         # a final newline (an escaped one in the spec), which `$` alone lets through
 ])
 def test_target_must_be_a_url_path(target, ok):
     errors = codes(spec(f'  target = "{target}"'))

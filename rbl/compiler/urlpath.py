@@ -18,7 +18,7 @@ def target_problem(path: str) -> str | None:
     """Why `path` is not a target path rbl can request, or None when it is one."""
     if len(path) > MAX_TARGET_LENGTH:
         return f"it is {len(path)} characters long; a target path has at most {MAX_TARGET_LENGTH}"
-    if TARGET_PATH.match(path):
+    if TARGET_PATH.fullmatch(path):       # (match would let `$` stand before a final newline)
         return None
     if not path.startswith("/"):
         return "it does not start with `/`"
