@@ -17,14 +17,24 @@ from rbl.compiler.diagnostics import Diagnostics
 from rbl.compiler.fastparse import LAZY_FROM, LazyNodes, parse_fast
 from rbl.compiler.frontend import parse_program, parse_program_lark
 from rbl.compiler.overrides import from_options
-from rbl.compiler.pipeline import compile_source
+from rbl.compiler.pipeline import compile_bytes, compile_source
 from rbl.compiler.reading import strip_bom
 from rbl.compiler.source import SourceFile, Span
 
 from .conftest import EXAMPLES, REPO
 
-CORPUS = sorted([*EXAMPLES.glob("*.rbl"), *(REPO / "tests" / "errors").glob("*.rbl"),
-                 REPO / "rbl" / "libraries" / "prelude.rbl"])
+def _utf8(path: Path) -> bool:
+    try:
+        path.read_text(encoding="utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+ALL_FILES = sorted([*EXAMPLES.glob("*.rbl"), *(REPO / "tests" / "errors").glob("*.rbl"),
+                    REPO / "rbl" / "libraries" / "prelude.rbl"])
+CORPUS = [path for path in ALL_FILES if _utf8(path)]
+NOT_UTF8 = [path for path in ALL_FILES if not _utf8(path)]
 
 
 def _tree(node):
@@ -65,12 +75,18 @@ def check_agrees(text: str) -> str:
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)
 def test_the_corpus_reads_alike(path):
-    try:
-        text = strip_bom(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        pytest.skip("not UTF-8: refused before either reader")
+    text = strip_bom(path.read_text(encoding="utf-8"))
     outcome = check_agrees(text)
     assert outcome == ("handed over" if path.name.startswith("syntax-") else "read")
+
+
+@pytest.mark.parametrize("path", NOT_UTF8, ids=lambda p: p.name)
+def test_a_file_that_is_not_utf8_is_refused_before_either_reader(path):
+    assert [d.code for d in compile_bytes(path.read_bytes(), path.name).diagnostics] == ["E0110"]
+
+
+def test_the_corpus_holds_a_file_that_is_not_utf8():
+    assert NOT_UTF8, "the error corpus lost its encoding case"
 
 
 # ---- generated specs --------------------------------------------------------------------------
