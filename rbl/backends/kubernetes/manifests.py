@@ -102,7 +102,7 @@ def shard_script(options: ClusterOptions) -> str:
         'shard="${RBL_SHARD_LIST:+$(echo "$RBL_SHARD_LIST" | cut -d, -f$((JOB_COMPLETION_INDEX + 1)))}"\n'
         'shard="${shard:-$JOB_COMPLETION_INDEX}"\n'
         f'python3 -m rbl run {PLAN_MOUNT}/{PLAN_KEY} --shard "$shard/$RBL_SHARDS" -o "{RESULTS_MOUNT}/shard-$shard" '
-        '--proxy builtin $RBL_RUN_ARGS\n'
+        '$RBL_RUN_ARGS\n'      # --proxy auto: Envoy where the image has it (rbl's runner image does)
         'code=$?\n'
         f'echo "$shard" > {RESULTS_MOUNT}/shard\n'
         f'echo "{DONE_MARKER} $code (shard $shard/$RBL_SHARDS)"\n'
