@@ -111,6 +111,9 @@ def test_dockerfiles_copy_only_what_the_build_context_holds(compiled, name, dock
     assert (context / "rbl" / "rbl" / "clients" / "python" / "service.py").is_file()
     assert (context / "rbl" / "rbl" / "clients" / "protocol.py").is_file()
     assert not (context / "rbl" / "rbl" / "clients" / "go").exists()
+    # and the templates, from which a pod's `rbl run` renders its Envoy config
+    assert (context / "rbl" / "rbl" / "templates" / "envoy.yaml.j2").is_file()
+    assert '"rbl.templates" = ["**/*"]' in (context / "rbl" / "pyproject.toml").read_text()
     assert not list(context.rglob("__pycache__")) and not list(context.rglob("target"))
     assert os.access(context / "target-entrypoint.sh", os.X_OK)
     # the copied package installs: its pyproject names the same runtime dependencies as rbl's

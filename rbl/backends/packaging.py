@@ -11,8 +11,9 @@ from pathlib import Path
 
 from .client_builds import client_sources
 
-# rendered (templates) or built on the host (the clients in other languages); rbl.clients is
-# copied apart below because an editable install keeps it outside the package directory
+# rbl.templates and rbl.clients are copied apart below, because an editable install keeps them
+# outside the package directory; of the clients only the Python parts (the others are built on the
+# host). The templates go in whole: a pod's `rbl run` renders its Envoy config from them.
 _NOT_IN_IMAGES = ("__pycache__", "*.pyc", "templates", "clients")
 # the Python parts of rbl.clients: the protocol every client speaks and the Python client service
 _PYTHON_CLIENT_PARTS = ("__init__.py", "protocol.py", "python")
@@ -40,6 +41,8 @@ def copy_rbl_package(destination: Path) -> None:
     import rbl
     ignore = shutil.ignore_patterns(*_NOT_IN_IMAGES)
     shutil.copytree(Path(rbl.__file__).parent, destination, ignore=ignore, dirs_exist_ok=True)
+    with as_file(files("rbl.templates")) as templates:
+        shutil.copytree(templates, destination / "templates", ignore=ignore, dirs_exist_ok=True)
     with as_file(files("rbl.clients")) as clients:
         for part in _PYTHON_CLIENT_PARTS:
             source, target = clients / part, destination / "clients" / part
