@@ -13,27 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rbl.compiler.expand import iter_scenario_lines
-from rbl.compiler.pipeline import compile_source
-from rbl.compiler.plan import plan_header
 from rbl.runner.executor import Executor
 from rbl.store.results import RunDirectory
 from rbl.store.run_order import rounds_per_scenario
 from rbl.store.shards import Shard, select
 
-SPEC = """space h {
-  rounds = 3
-  users = 2
-  successes = 1
-  max_requests = 1
-  fault.rate in [0%, 50%]
-  client tenacity.baseline {}
-}
-"""
-_SPACE = compile_source(SPEC, "h.rbl").space
-HEADER = plan_header(_SPACE)
-LINES = list(iter_scenario_lines(_SPACE))
-SCENARIOS = [json.loads(line) for line in LINES]
+# the plan of test_run_hostile.py: 2 fault rates x 3 rounds of 2 users
+from .test_run_hostile import HEADER, LINES, SCENARIOS
+
 FAST = ("--resamples", "100")              # the report's statistics are not what these tests check
 
 
