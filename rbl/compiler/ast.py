@@ -133,10 +133,11 @@ class Use:
 @dataclass(frozen=True, slots=True)
 class Client:
     library: Ident
-    pattern: Ident
+    pattern: Ident          # the pattern, or a composed one (`retry+circuit_breaker`) spanning its parts
     label: Ident | None
     body: tuple[Union[Bind, Axis, Use], ...]
     span: Span = _span()
+    parts: tuple[Ident, ...] = ()     # a composed client's patterns, as written; () for one pattern
 
     @property
     def settings(self) -> tuple[Setting, ...]:
@@ -235,3 +236,12 @@ class Program:
     spaces: tuple[Space, ...]
     libraries: tuple[LibraryDecl, ...]
     span: Span = _span()
+
+
+def composed_client(library: Ident, parts: tuple[Ident, ...], label: Ident | None,
+                    body: tuple, span: Span) -> Client:
+    """A client of one pattern, or of several (`a + b`): then its pattern is named `a+b` and spans them."""
+    if len(parts) == 1:
+        return Client(library, parts[0], label, body, span)
+    whole = Ident("+".join(p.name for p in parts), parts[0].span.to(parts[-1].span))
+    return Client(library, whole, label, body, span, parts)

@@ -181,6 +181,17 @@ double the backslash where a backslash is meant.
     target = "/anything/\\u00e9"     // error
     target = "/anything/%C3%A9"     // ok: a URL path escapes as %XX
 """),
+    "E0226": ("patterns that cannot be composed", """
+`client LIB.a + b` puts several of a library's patterns on one client. Only a library that
+declares a composition can do that (`istio`: a VirtualService and a DestinationRule combine,
+and Envoy fixes the order the policies act in). Each pattern may appear once, `baseline` not
+at all (it means no policy). In a composed client, qualify each parameter by its pattern:
+
+    client istio.retry + circuit_breaker {
+      retry.attempts = 2
+      circuit_breaker.http2MaxRequests in [1, 20, 1024]
+    }
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

@@ -578,13 +578,16 @@ class _Reader:
         self.advance()                                    # `client`
         library = self.name()
         self.expect(".")
-        pattern = self.name()
+        parts = [self.name()]
+        while self.is_op("+"):
+            self.advance()
+            parts.append(self.name())
         label = None
         if self.kind == "name" and self.value == "as":
             self.advance()
             label = self.name()
         body, close = self.block(self.client_statement)
-        return ast.Client(library, pattern, label, tuple(body), self.span_from(mark, close))
+        return ast.composed_client(library, tuple(parts), label, tuple(body), self.span_from(mark, close))
 
     def client_statement(self):
         if self.kind == "name" and self.value == "use":

@@ -70,9 +70,12 @@ class _Lower(Transformer):
         return ast.Axis(key, value, self._span(meta))
 
     def client(self, meta, children):
-        library, pattern, label, *body = children
-        return ast.Client(self._ident(library), self._ident(pattern), self._ident(label),
-                          tuple(b for b in body if b is not None), self._span(meta))
+        library, parts, label, *body = children
+        return ast.composed_client(self._ident(library), parts, self._ident(label),
+                               tuple(b for b in body if b is not None), self._span(meta))
+
+    def patterns(self, meta, tokens):
+        return tuple(self._ident(t) for t in tokens)
 
     # ---- neutral values ----
     def let(self, meta, children):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -12,8 +12,14 @@ from ..compiler.source import SourceFile, Span
 from ..compiler.types import Bound, ParamDef, ParamType, coerce, describe_type
 from ..compiler.units import HANDOFF_DURATION_UNITS, HANDOFF_PERCENT_UNITS, TYPE_NAMES, UnitError, handoff
 
-LIBRARY_SETTINGS = ("platform", "client", "requires", "version")
+LIBRARY_SETTINGS = ("platform", "client", "requires", "version", "composition")
+# `composition = "policies"`: a client may combine several of the library's patterns, each an
+# independent policy the library applies in its own fixed order (a mesh's VirtualService and DestinationRule)
+COMPOSITIONS = ("policies",)
 PRELUDE_NAME = "<prelude>"
+
+
+COMPOSED_SEPARATOR = "+"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,17 @@ class LibraryDef:
     patterns: dict[str, PatternDef]
     span: Span | None = field(default=None, compare=False)
     builtin: bool = True
+    composition: str | None = None     # None: one pattern per client
+
+    def composed(self, names: tuple[str, ...]) -> PatternDef:
+        """The pattern of a client combining several of this library's: every part's parameters,
+        qualified by their pattern (`retry.attempts`), the parts named in the written order."""
+        params: dict[str, ParamDef] = {}
+        for name in names:
+            for param in self.patterns[name].params.values():
+                qualified = f"{name}.{param.name}"
+                params[qualified] = replace(param, name=qualified, alias=None)
+        return PatternDef(COMPOSED_SEPARATOR.join(names), params, self.patterns[names[0]].span)
 
 
 @dataclass
@@ -68,7 +85,8 @@ def build_libraries(decls, diags: Diagnostics, builtin: bool, known: dict[str, L
             patterns[pattern.name.name] = PatternDef(pattern.name.name, _params(pattern, diags), pattern.span)
         result[name] = LibraryDef(name, settings.get("platform", "unknown"), settings.get("client", name),
                                   settings.get("requires", settings.get("platform", "unknown")),
-                                  settings.get("version", ""), patterns, decl.name.span, builtin)
+                                  settings.get("version", ""), patterns, decl.name.span, builtin,
+                                  settings.get("composition"))
     return result
 
 
@@ -85,6 +103,10 @@ def _library_settings(decl: ast.LibraryDecl, diags: Diagnostics) -> dict[str, st
                                               and item.value.value.type == "string"):
             diags.error("E0202", f"library setting `{key}` expects a string", item.value.span,
                         "expected a string", help=f'e.g. `{key} = "java"`')
+            continue
+        if key == "composition" and item.value.value.v not in COMPOSITIONS:
+            diags.error("E0202", f"unknown composition {item.value.value.v!r}", item.value.span,
+                        "not a composition", help=f'e.g. `composition = "{COMPOSITIONS[0]}"`')
             continue
         settings[key] = item.value.value.v
     return settings

@@ -58,13 +58,8 @@ def _client(ctx: CheckContext, block: ast.Client) -> ClientSpec | None:
                         + f"known libraries: {', '.join(sorted(ctx.libraries))}; "
                         "or declare it with `library NAME { ... }`")
         return None
-    pattern = library.patterns.get(block.pattern.name)
+    pattern = _pattern(ctx, block, library)
     if pattern is None:
-        guess = suggest(block.pattern.name, library.patterns)
-        ctx.diags.error("E0205", f"library `{library.name}` has no pattern `{block.pattern.name}`",
-                        block.pattern.span, "unknown pattern",
-                        help=(f"did you mean `{guess}`? " if guess else "")
-                        + f"`{library.name}` implements {', '.join(library.patterns)}")
         return None
     share = _share(ctx, block, pattern)
     neutral = None
@@ -77,6 +72,43 @@ def _client(ctx: CheckContext, block: ast.Client) -> ClientSpec | None:
         return None
     label = block.label.name if block.label else f"{library.name}.{pattern.name}"
     return ClientSpec(label, library, pattern, params, block.span, share, neutral)
+
+
+def _pattern(ctx: CheckContext, block: ast.Client, library):
+    """The client's pattern: one of the library's, or several composed (`a + b`); None after an error."""
+    parts = block.parts or (block.pattern,)
+    for part in parts:
+        if part.name not in library.patterns:
+            guess = suggest(part.name, library.patterns)
+            ctx.diags.error("E0205", f"library `{library.name}` has no pattern `{part.name}`",
+                            part.span, "unknown pattern",
+                            help=(f"did you mean `{guess}`? " if guess else "")
+                            + f"`{library.name}` implements {', '.join(library.patterns)}")
+            return None
+    if not block.parts:
+        return library.patterns[block.pattern.name]
+    if library.composition is None:
+        composable = sorted(name for name, lib in ctx.libraries.items() if lib.composition)
+        ctx.diags.error("E0226", f"`{library.name}` runs one pattern per client", block.pattern.span,
+                        "several patterns", help="write one client per pattern"
+                        + (f"; {', '.join(composable)} can compose" if composable else ""))
+        return None
+    seen: dict[str, ast.Ident] = {}
+    for part in block.parts:
+        if part.name == "baseline":
+            ctx.diags.error("E0226", "`baseline` cannot be composed", part.span, "means no policy",
+                            help=f"write `client {library.name}.baseline {{}}` on its own")
+            return None
+        if part.name in seen:
+            ctx.diags.error("E0226", f"pattern `{part.name}` appears twice", part.span, "again here",
+                            secondary=((seen[part.name].span, "first here"),), help="name each pattern once")
+            return None
+        seen[part.name] = part
+    if block.uses:
+        ctx.diags.error("E0226", "a composed client cannot `use` a neutral value", block.uses[0].span,
+                        "not for a composed client", help="set each pattern's parameters: `retry.attempts = 2`")
+        return None
+    return library.composed(tuple(part.name for part in block.parts))
 
 
 def _share(ctx: CheckContext, block: ast.Client, pattern) -> str | None:
