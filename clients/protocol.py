@@ -33,7 +33,10 @@ Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
         "calls": [{"ok": true, "requests": [[start_us, duration_us, status], ...]},
                   {"ok": false, "requests": [], "repeat": 40},
                   {"ok": false, "requests": [[...]], "cut_short": true}, ...]}
-  start_us counts from the start of the job; status 0 means a connection error. Consecutive
+  start_us counts from the start of the job; status 0 means a connection error. A client behind a
+  sidecar (the mesh client) adds a fourth element when the reply carries SIDECAR_FLAGS_HEADER:
+  the sidecar Envoy's response flags (e.g. "-", "UO" circuit broken, "UT" timed out, "UH" no
+  healthy upstream, "URX" retries exhausted), at most MAX_FLAGS_CHARS characters. Consecutive
   identical calls that sent no request (an open circuit breaker) are run-length encoded with
   "repeat", so a breaker open for a long time does not produce megabytes of identical records.
   A job whose caller disconnected stops at its next check (before each request, between calls
@@ -68,6 +71,8 @@ MAX_STEPS = 8
 MAX_INSTANCE_CHARS = 1024
 MAX_TARGET_PATH_CHARS = 2048         # target_url's path and query: the compiler's MAX_TARGET_LENGTH
 MAX_URL_CHARS = MAX_TARGET_PATH_CHARS + 512   # room for http:// and any HOST:PORT besides
+SIDECAR_FLAGS_HEADER = "x-rbl-response-flags"   # the sidecar adds Envoy's %RESPONSE_FLAGS% to every reply
+MAX_FLAGS_CHARS = 64
 CUT_GRACE_MS = 250                   # how late after max_duration_ms the reply may come
 JOB_MARGIN = 16                      # connections beyond the virtual users: health checks, stragglers
 

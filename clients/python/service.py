@@ -5,8 +5,11 @@ through the configured patterns, in the paper's loop (until `successes` successf
 `max_requests` requests, within `max_duration_ms`), over one keep-alive connection, and returns
 raw observations. Limits and error replies: see protocol.py.
 
+As `--library istio` it is rbl's mesh client: a plain HTTP client whose policies are its sidecar
+Envoy's (the `--target` is the sidecar), recording the sidecar's response flags with each request.
+
 Run: python -m rbl.clients.python.service --library tenacity --target 127.0.0.1:PORT
-     [--listen 127.0.0.1:0] [--max-jobs 512]
+     [--listen 127.0.0.1:0] [--max-jobs 512] [--version V]
 It prints `listening PORT` on stdout once bound.
 """
 
@@ -25,7 +28,8 @@ from typing import Callable
 from .http_front import Front, serve
 from .job_limits import CutShort, JobGuard
 from .job_request import decode_body, parse_job, parse_target
-from ..protocol import MAX_JOBS, PROTOCOL_VERSION, CallLog, Job, JobError, Step
+from ..protocol import (MAX_FLAGS_CHARS, MAX_JOBS, PROTOCOL_VERSION, SIDECAR_FLAGS_HEADER, CallLog, Job, JobError,
+                        Step)
 from .strategies import LIBRARIES, Call, RequestFailed, library_version
 
 SHARED_INSTANCES_KEPT = 256
@@ -56,13 +60,15 @@ class Target:
             response = self.connection.getresponse()
             response.read()
             status = response.status
+            flags = response.getheader(SIDECAR_FLAGS_HEADER)
             if response.will_close:
                 self.close()
         except (OSError, http.client.HTTPException):
             self.close()
-            status = 0
+            status, flags = 0, None
         end = time.perf_counter_ns()
-        self.sent.append([(begin - self.started_ns) // 1000, (end - begin) // 1000, status])
+        record = [(begin - self.started_ns) // 1000, (end - begin) // 1000, status]
+        self.sent.append(record if flags is None else [*record, flags[:MAX_FLAGS_CHARS]])
         if status == 0 and self.guard.expired():
             raise CutShort("max_duration")
         if not 200 <= status < 300:
@@ -77,12 +83,12 @@ class Target:
 class ClientService:
     """Builds pattern stacks for one library and runs jobs; keeps shared instances by key."""
 
-    def __init__(self, library: str, target: tuple[str, int]):
+    def __init__(self, library: str, target: tuple[str, int], version: str | None = None):
         if library not in LIBRARIES:
             raise ValueError(f"unknown library {library!r}; known: {', '.join(LIBRARIES)}")
         self.library = library
         self.target = target
-        self.version = library_version(library)
+        self.version = version or library_version(library)
         self.patterns = LIBRARIES[library]
         self._shared: OrderedDict[tuple, Callable[[Call], Call]] = OrderedDict()
         self._lock = threading.Lock()
@@ -192,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", required=True,
                         help="HOST:PORT, the only address jobs may send requests to (the fault proxy's)")
     parser.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (default 127.0.0.1:0)")
+    parser.add_argument("--version", help="the version /health reports, for a library that is not a Python "
+                                          "package (istio: the sidecar Envoy's)")
     parser.add_argument("--max-jobs", type=int, default=MAX_JOBS,
                         help=f"connections served at once; more are answered 503 (default {MAX_JOBS})")
     args = parser.parse_args(argv)
@@ -202,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_jobs < 1:
         parser.error("--max-jobs must be at least 1")
     host, _, port = args.listen.rpartition(":")
-    service = ClientService(args.library, target)
+    service = ClientService(args.library, target, args.version)
     server = serve((host or "127.0.0.1", int(port)), routes(service), args.max_jobs)
     warm_up(server, service)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())

@@ -106,9 +106,29 @@ def baseline(params: dict) -> Callable[[Call], Call]:
     return _identity
 
 
+# The mesh client's policies are its sidecar's: here they only check the job names the sidecar's
+# parameters (so a job meant for another library is refused) and send the request as it is.
+ISTIO_POLICIES = {
+    "retry": {"attempts": int, "perTryTimeout": _NUMBER, "retryOn": str},
+    "circuit_breaker": {"maxConnections": int, "http1MaxPendingRequests": int, "http2MaxRequests": int,
+                        "maxRequestsPerConnection": int, "maxRetries": int},
+    "outlier_detection": {"consecutive5xxErrors": int, "consecutiveGatewayErrors": int, "interval": _NUMBER,
+                          "baseEjectionTime": _NUMBER, "maxEjectionPercent": int, "minHealthPercent": int},
+    "timeout": {"timeout": _NUMBER},
+}
+
+
+def sidecar_policy(allowed: dict) -> Callable[[dict], Callable[[Call], Call]]:
+    def build(params: dict) -> Callable[[Call], Call]:
+        _params(params, allowed)
+        return _identity
+    return build
+
+
 LIBRARIES: dict[str, dict[str, Callable[[dict], Callable[[Call], Call]]]] = {
     "tenacity": {"baseline": baseline, "retry": tenacity_retry},
     "pybreaker": {"baseline": baseline, "circuit_breaker": pybreaker_circuit_breaker},
+    "istio": {"baseline": baseline, **{name: sidecar_policy(allowed) for name, allowed in ISTIO_POLICIES.items()}},
 }
 
 

@@ -192,6 +192,16 @@ at all (it means no policy). In a composed client, qualify each parameter by its
       circuit_breaker.http2MaxRequests in [1, 20, 1024]
     }
 """),
+    "E0227": ("a setting Istio refuses", """
+The built-in `istio` library follows Istio's own validation of VirtualServices and
+DestinationRules: retryOn holds Envoy retry conditions (5xx, gateway-error, reset,
+reset-before-request, connect-failure, retriable-4xx, refused-stream, retriable-status-codes,
+retriable-headers, envoy-ratelimited, http3-post-connect-failure; gRPC's cancelled,
+deadline-exceeded, internal, resource-exhausted, unavailable) or HTTP statuses, comma-separated
+without spaces; attempts 0 (no retries) cannot come with perTryTimeout, retryOn or backoff; a connection
+pool (`circuit_breaker`) needs at least one setting. Istio would refuse such a resource on a real
+mesh, so rbl does not run it either.
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

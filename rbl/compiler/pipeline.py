@@ -12,6 +12,7 @@ from .checks.clients import check_clients
 from .checks.context import CheckContext
 from .checks.equivalence import check_equivalence
 from .checks.libraries import check_libraries
+from .checks.mesh import check_mesh_policies
 from .checks.neutral import check_lets, check_unused_lets
 from .checks.settings import SPACE_SETTINGS, check_settings
 from .checks.structure import check_structure
@@ -29,6 +30,7 @@ PASSES = (
     check_settings,
     check_lets,
     check_clients,
+    check_mesh_policies,
     check_unused_lets,
     check_equivalence,
     check_assertions,

@@ -15,14 +15,16 @@ from ..templating import render_html
 from ..errors import UsageError
 from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
-from ..store.metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
+from ..store.metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
+                             SPIN_FREE_COLUMNS)
 from .design_notes import design_notes, spin_dependent
 from .findings_view import print_findings
 from .run_facts import hosts
 from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
-KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS)
+KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS)
+MESH_DEFAULT_METRICS = ("circuitBrokenRequests", "sidecarRetries")    # what a mesh policy did, beside the paper's
 
 
 @dataclass
@@ -40,7 +42,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
         raise UsageError(f"{run_dir} is not an rbl run directory (no plan.json and results.jsonl)",
                          hint="pass the directory `rbl run` wrote (its -o)")
-    metrics = list(metrics or DEFAULT_METRICS)
+    metrics = list(metrics or _default_metrics(run_dir))
     unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
         raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")
@@ -198,3 +200,13 @@ def _manifest(path: Path, console: Console) -> dict:
         console.print(f"warning: {path} is damaged ({problem}); the report leaves it out", highlight=False)
         return {}
     return manifest
+
+
+def _default_metrics(run_dir: Path) -> list[str]:
+    """The paper's two, and for a plan with mesh clients what their sidecars refused and retried."""
+    try:
+        clients = json.loads((run_dir / "plan.json").read_text(encoding="utf-8")).get("clients", [])
+        mesh = any(isinstance(c, dict) and c.get("service") == "mesh" for c in clients)
+    except (OSError, ValueError, AttributeError):
+        mesh = False                     # the plan's own checks report a damaged plan later
+    return [*DEFAULT_METRICS, *(MESH_DEFAULT_METRICS if mesh else ())]

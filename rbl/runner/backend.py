@@ -23,11 +23,20 @@ class Services(Protocol):
     proxy_version: str | None                # its release (Envoy's, or rbl's for the built-in one)
     fault: FaultControl | None               # the proxy's admin API (set once the proxy is up)
 
-    def target_url(self, path: str) -> str:
-        """The URL a client service sends its requests to: the target's path through the proxy."""
+    def target_url(self, path: str, library: str | None = None) -> str:
+        """The URL a client service sends its requests to: the target's path through the proxy (for
+        a mesh client's library, through its sidecar, which forwards to the proxy)."""
 
     def client_address(self, library: str) -> tuple[str, int]:
         """Where the runner posts a virtual user's job for this library's client service."""
+
+    def configure_client(self, library: str, pattern: str, config: dict) -> None:
+        """Before a round: what a client's configuration needs outside its jobs, in force when this
+        returns (a mesh client's sidecar takes the configuration's policies); nothing for a library."""
+
+    def client_counters(self, library: str) -> dict[str, int] | None:
+        """A mesh client's sidecar counters, cumulative (rbl/store/metrics.py SIDECAR_COLUMNS);
+        None for a library client, which has no sidecar."""
 
     def restart_client(self, library: str) -> None:
         """After a client died or hung: replace it with a fresh one."""

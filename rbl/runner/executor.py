@@ -23,10 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ..libraries.composition import policies_of
 from ..store.metrics import vu_metrics
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
 from .backend import Services
+from . import mesh_oracles
 from .liveness import ServicesLost, probe_target
 from .oracles import (Violation, as_records, fault_rate_violation, request_count_violation,
                       user_violations)
@@ -65,10 +67,10 @@ def _now() -> str:
 
 
 def strategy_for(scenario: dict) -> list[dict]:
-    """The protocol's strategy list: empty for the baseline, else the one pattern with its config."""
-    if scenario["pattern"] == "baseline":
-        return []
-    return [{"pattern": scenario["pattern"], "params": scenario["config"]}]
+    """The protocol's strategy list: empty for the baseline, else each pattern (several for a composed
+    client, outermost first, as written) with its part of the configuration."""
+    return [{"pattern": name, "params": params}
+            for name, params in policies_of(scenario["pattern"], scenario["config"]).items()]
 
 
 def post_job(address: tuple[str, int], job: dict, timeout: float) -> tuple[dict, str, str]:
@@ -181,9 +183,12 @@ class Executor:
         fault = self.services.fault
         self._check_services(scenario["library"], through_proxy=True)
         fault.apply(scenario["fault"])
+        # a mesh client's sidecar takes the configuration's policies (nothing for a library client)
+        self.services.configure_client(scenario["library"], scenario["pattern"], scenario["config"])
+        sidecar_before = self.services.client_counters(scenario["library"])
         fault.reset_counters()
         address = self.services.client_address(scenario["library"])
-        base_job = {"strategy": strategy_for(scenario), "target_url": self.services.target_url(self.header["target"]["path"]),
+        base_job = {"strategy": strategy_for(scenario), "target_url": self.services.target_url(self.header["target"]["path"], scenario["library"]),
                     "successes": scenario["successes"], "max_requests": scenario["max_requests"],
                     "share": client.get("share", "user"),
                     "instance": f"{self.session}/{scenario['id']}/{round_number}",
@@ -200,13 +205,14 @@ class Executor:
         if errors:
             raise RoundFailed(errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""))
         counters = fault.counters()
+        sidecar = _increase(sidecar_before, self.services.client_counters(scenario["library"]))
         # a service that died or was replaced during the round: its rows measured something else
         self._check_services(scenario["library"], through_proxy=False)
         try:
-            rows = [self._row(scenario, round_number, client, counters, *result) for result in results]
+            rows = [self._row(scenario, round_number, client, counters, *result, sidecar=sidecar) for result in results]
             for row in rows:
                 row["warmup"] = round_number <= self.header.get("warmup", 0)
-            self._check_oracles(scenario, client, rows, [result[0] for result in results], counters)
+            self._check_oracles(scenario, client, rows, [result[0] for result in results], counters, sidecar)
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise RoundFailed(f"the client service answered an observation rbl cannot read "
                               f"({type(error).__name__}: {error})") from error
@@ -214,7 +220,7 @@ class Executor:
         return rows, RoundTiming(time.perf_counter() - begin, longest)
 
     def _check_oracles(self, scenario: dict, client: dict, rows: list[dict], observations: list[dict],
-                       counters: dict) -> None:
+                       counters: dict, sidecar: dict | None = None) -> None:
         """Each row's oracleViolations: its user's, then the round's (every user shares them)."""
         fault = scenario["fault"]
         seen = counters.get("downstream_rq_total", 0)
@@ -226,14 +232,18 @@ class Executor:
             shared.append(rate)
         uncertain = any(call.get("cut_short") or any(request[2] == 0 for request in call["requests"])
                         for o in observations for call in o["calls"])
-        count = request_count_violation(sum(row["totalRequests"] for row in rows), seen, uncertain)
-        if count:
-            shared.append(count)
+        if sidecar is not None:
+            shared += mesh_oracles.round_violations(scenario, rows, seen, sidecar, uncertain)
+        else:
+            count = request_count_violation(sum(row["totalRequests"] for row in rows), seen, uncertain)
+            shared += [count] if count else []
         for row, observation in zip(rows, observations):
-            found = user_violations(scenario, client.get("share", "user"), observation) + shared
+            own = (mesh_oracles.call_violations(observation["calls"]) if sidecar is not None
+                   else user_violations(scenario, client.get("share", "user"), observation))
+            found = own + shared
             row["oracleViolations"] = as_records(found)
 
-    def _row(self, scenario, round_number, client, counters, observation, started, ended) -> dict:
+    def _row(self, scenario, round_number, client, counters, observation, started, ended, sidecar=None) -> dict:
         fault = scenario["fault"]
         seen = counters.get("downstream_rq_total", 0)
         injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
@@ -243,7 +253,7 @@ class Executor:
             "lib": scenario["library"], "strategy": scenario["pattern"],
             "faultPercentage": fault["rate"], "faultType": fault["kind"],
             "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
-            **vu_metrics(observation),
+            **vu_metrics(observation, sidecar=sidecar is not None),
             "config": scenario["config"],
             "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
             "client": scenario["client"], "share": client.get("share", "user"),
@@ -252,4 +262,12 @@ class Executor:
             "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
             "proxyRequests": seen,
             "warmup": False,
+            **(sidecar or {}),
         }
+
+
+def _increase(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:
+    """A sidecar's counters over one round; None for a client without a sidecar."""
+    if before is None or after is None:
+        return None
+    return {name: after[name] - before.get(name, 0) for name in after}

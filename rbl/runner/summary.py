@@ -13,6 +13,10 @@ from ..report.labels import METRIC_TITLES, Labeller, plural
 from ..store.results import RunDirectory
 
 
+# a mesh client's requests refused by its sidecar's pool and retried by it (median per virtual user)
+MESH_SUMMARY = {"circuitBrokenRequests": "circuit broken", "sidecarRetries": "sidecar retries"}
+
+
 def _median(values: list[float]) -> str:
     present = [v for v in values if v is not None]
     return f"{median(present):.1f}" if present else "-"
@@ -31,8 +35,10 @@ def summary_rows(run: RunDirectory) -> list[tuple]:
         cell["success"].append(row["successTimePerRequest"])
         cell["applied"].append(row["faultRateApplied"])
         cell["rounds"].append(row["round"])
+        for column in MESH_SUMMARY:
+            cell[column].append(row.get(column))
     return [(client, fault, users, len(set(cell["rounds"])), _median(cell["total"]), _median(cell["success"]),
-             _median(cell["applied"]))
+             _median(cell["applied"]), *(_median(cell[column]) for column in MESH_SUMMARY))
             for (client, fault, users), cell in cells.items()]
 
 
@@ -40,10 +46,14 @@ def print_summary(run: RunDirectory, console: Console, proxy: str | None = None)
     overrides = run.plan_header().get("source", {}).get("overrides")
     if overrides:
         console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
-    columns = [NumberColumn(name) for name in ("fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
-                                               METRIC_TITLES["successTimePerRequest"], "fault % applied")]
-    rows = [(client, [f"{fault:g}", str(users), str(rounds), total, success, applied])
-            for client, fault, users, rounds, total, success, applied in summary_rows(run)]
+    names = ["fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
+             METRIC_TITLES["successTimePerRequest"], "fault % applied"]
+    found = summary_rows(run)
+    mesh = any(value != "-" for row in found for value in row[7:])     # a mesh client ran: its sidecar's columns
+    names += list(MESH_SUMMARY.values()) if mesh else []
+    columns = [NumberColumn(name) for name in names]
+    rows = [(client, [f"{fault:g}", str(users), str(rounds), *values][:len(names)])
+            for client, fault, users, rounds, *values in found]
     title = "median per virtual user" + (f" (fault proxy: {proxy})" if proxy else "")
     print_keyed_table(console, title, "client and configuration", columns, rows)
 

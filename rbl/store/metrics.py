@@ -22,6 +22,14 @@ LATENCY_COLUMNS = ("latencyP50", "latencyP95", "latencyP99")
 SPIN_DEPENDENT = ("unsuccessfulCalls", "totalCalls")
 # ... and these say what the breaker did without counting rejected calls (docs/threats-to-validity.md).
 SPIN_FREE_COLUMNS = ("rejectedTime", "openTransitions", "requestsPerSuccess", "timeToNthSuccess")
+# A mesh client's requests as its sidecar answered them (Envoy's response flags, clients/protocol.py):
+# refused by a connection-pool limit (UO), timed out by the sidecar (UT), refused because the
+# target was ejected (UH). Empty for library clients, which have no sidecar.
+RESPONSE_CLASS_COLUMNS = ("circuitBrokenRequests", "timedOutRequests", "ejectedRequests")
+# The sidecar's own counters over one round (the same for every virtual user of the round).
+SIDECAR_COLUMNS = ("sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuccesses", "sidecarRetryOverflows",
+                   "sidecarPoolOverflows", "sidecarPerTryTimeouts", "sidecarTimeouts", "sidecarEjections")
+RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": "UO", "timedOutRequests": "UT", "ejectedRequests": "UH"}
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -46,19 +54,24 @@ def is_success(status: int) -> bool:
     return 200 <= status < 300
 
 
-def vu_metrics(observation: dict) -> dict:
-    """Table 2 metrics plus request latency percentiles for one virtual user's observation."""
+def vu_metrics(observation: dict, sidecar: bool = False) -> dict:
+    """Table 2 metrics plus request latency percentiles for one virtual user's observation (and
+    with `sidecar`, its requests' response classes)."""
     successful_calls = unsuccessful_calls = 0
     success_us = error_us = 0
     successful_requests = unsuccessful_requests = 0
     durations: list[int] = []
+    classes = dict.fromkeys(RESPONSE_CLASS_COLUMNS, 0)
     for call in observation["calls"]:
         repeat = call.get("repeat", 1)
         if call["ok"]:
             successful_calls += repeat
         else:
             unsuccessful_calls += repeat
-        for _start, duration, status in call["requests"]:
+        for request in call["requests"]:
+            duration, status = request[1], request[2]
+            if len(request) > 3:
+                _count_class(classes, request[3], repeat)
             durations.append(duration)
             if is_success(status):
                 successful_requests += repeat
@@ -88,7 +101,17 @@ def vu_metrics(observation: dict) -> dict:
     for column, q in zip(LATENCY_COLUMNS, (0.50, 0.95, 0.99)):
         metrics[column] = _maybe_ms(percentile(durations, q))
     metrics.update(spin_free_metrics(observation, total_requests, successful_calls))
+    if sidecar:
+        metrics.update(classes)
     return metrics
+
+
+def _count_class(classes: dict[str, int], flags, repeat: int) -> None:
+    """Envoy joins several response flags with commas (`UT,URX`)."""
+    present = set(str(flags).split(","))
+    for column, flag in RESPONSE_CLASS_FLAGS.items():
+        if flag in present:
+            classes[column] += repeat
 
 
 def spin_free_metrics(observation: dict, total_requests: int, successful_calls: int) -> dict:

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 from ..errors import UsageError
 from .durable import (BALLAST, append_whole, fsync_directory, new_file, release_ballast, reserve_ballast,
                       storage_errors, write_atomically)
-from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS, SPIN_FREE_COLUMNS
+from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS, SPIN_FREE_COLUMNS
 from .own_entries import check_own_entries
 from .plan_file import PlanProblem, header_problem, scenario_check
 from .run_checks import failure_problem, manifest_problem, plan_problem, row_problem, scenario_problem
@@ -61,6 +61,9 @@ ORIGINAL_COLUMNS = ("userId", "startTime", "endTime", "users", "round", "lib", "
 RBL_COLUMNS = ("scenarioId", "scenarioIndex", "client", "share", "libraryVersion", "stoppedBy",
                "faultRateApplied", "proxyRequests", *LATENCY_COLUMNS, "warmup", *SPIN_FREE_COLUMNS,
                "oracleViolations")
+# ... and a mesh client's: its requests' response classes and its sidecar's counters for the round
+# (written only when a row has them, so library-only runs keep their columns).
+MESH_COLUMNS = (*RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS)
 
 
 def _dump(record: dict) -> str:
@@ -364,7 +367,8 @@ class RunDirectory:
         config_keys: dict[str, None] = {}
         for row in self.rows():
             config_keys.update(dict.fromkeys(row.get("config", {})))
-        columns = [*ORIGINAL_COLUMNS, *config_keys, *RBL_COLUMNS]
+        mesh = any("circuitBrokenRequests" in row for row in self.rows())
+        columns = [*ORIGINAL_COLUMNS, *config_keys, *RBL_COLUMNS, *(MESH_COLUMNS if mesh else ())]
         path = self.path / CSV_FILE
         with storage_errors(self.path):
             temporary = path.with_name(CSV_FILE + ".tmp")

@@ -275,7 +275,7 @@ class DockerServices:
             time.sleep(0.2)
 
     # -- the executor's interface (runner/backend.py: Services) ---------------------------------
-    def target_url(self, path: str) -> str:
+    def target_url(self, path: str, library: str | None = None) -> str:
         layout = self.deployment.layout
         if layout.host_network:
             return f"http://{HOST}:{layout.proxy_port}{path}"
@@ -291,6 +291,12 @@ class DockerServices:
         if self.deployment.layout.host_network:
             return HOST, container_port
         return HOST, self.host_ports[service.name][container_port]
+
+    def configure_client(self, library: str, pattern: str, config: dict) -> None:
+        pass                                  # library clients only: their jobs carry the configuration
+
+    def client_counters(self, library: str) -> dict[str, int] | None:
+        return None
 
     def restart_client(self, library: str) -> None:
         service = self._client_service(library)

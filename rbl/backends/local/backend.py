@@ -32,7 +32,10 @@ from ...runner.fault_control import FaultControl
 from ...runner.liveness import process_problem
 from ...runner.progress import BuildNotice
 from ..client_builds import BUILT_CLIENTS, RECIPES, client_command, client_jar
+from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
 from ..net import HOST, free_port, reported_version
+from ..sidecar import Sidecar
+from ..sidecar_config import SidecarAddresses
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
@@ -99,6 +102,7 @@ class LocalServices:
         self.proxy_kind, self.proxy_version = self.proxy.kind, self.proxy.version
         self.services: list[Service] = []
         self.clients: dict[str, tuple[Service, int]] = {}
+        self.sidecars: dict[str, tuple[Service, Sidecar]] = {}     # a mesh client's library -> its sidecar
         self.target_port = 0
         self.proxy_port = 0
         self.admin_port = 0
@@ -138,18 +142,17 @@ class LocalServices:
         stop_all(services)
         self.services.clear()
         self.clients.clear()
+        self.sidecars.clear()
         if self._starters is not None:
             self._starters.shutdown(wait=True)       # its threads end at once: their services are gone
             self._starters = None
 
     def _start(self, name: str, argv: list[str], log: str, env: dict | None = None,
                stop_signal: int = signal.SIGTERM) -> Service:
-        # a library's name comes from the plan: keep its log inside logs/ whatever it holds
         with self._lock:
             if self._stopping:
                 raise ServiceNotReady(f"the {name} was not started: the services are stopping")
-            service = Service(name, argv, self.logs / re.sub(r"[^A-Za-z0-9._-]", "_", log).lstrip("."), env,
-                              stop_signal)
+            service = Service(name, argv, self.logs / _file_name(log), env, stop_signal)
             self.services.append(service)
         return service
 
@@ -191,10 +194,33 @@ class LocalServices:
                                                       "--log-level", "warning"], "proxy.log")
         service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
 
+    def _start_sidecar(self, library: str) -> int:
+        """A mesh client's sidecar Envoy in front of the fault proxy; returns its listening port."""
+        binary = envoy_binary()
+        if binary is None:
+            raise EnvironmentMissing(f"{library} needs a sidecar Envoy, and none is installed", hint=ENVOY_ADVICE)
+        addresses = SidecarAddresses(free_port(), free_port(), HOST, self.proxy_port, HOST)
+        sidecar = Sidecar(self.logs.parent / "envoy" / f"sidecar-{_file_name(library)}", addresses)
+        bootstrap = sidecar.write_initial()
+        # one worker: Envoy's connection pools are per worker, so with more a connection limit of 1
+        # opened one connection per worker (limits on requests are global either way)
+        service = self._start(f"{library} sidecar (Envoy)", [str(binary), "-c", str(bootstrap), "--use-dynamic-base-id",
+                                                               "--concurrency", "1", "--log-level", "warning"],
+                              f"sidecar-{library}.log")
+        service.wait_http(f"http://{HOST}:{addresses.admin_port}/ready", READY_TIMEOUT)
+        self.sidecars[library] = (service, sidecar)
+        return addresses.listen_port
+
     def start_client(self, library: str) -> None:
         kind = self.libraries[library]
         given = self.options.client_jars.get(library)     # built, or the user's --client-jar/-dir/-bin
-        if kind == "python":
+        target_port = self.proxy_port
+        if kind == "mesh":
+            # a plain HTTP client whose every request goes through its sidecar, which holds the policies
+            target_port = self._start_sidecar(library)
+            argv = [sys.executable, "-m", "rbl.clients.python.service", "--library", library,
+                    "--version", envoy_version(envoy_binary()) or "unknown"]
+        elif kind == "python":
             argv = [sys.executable, "-m", "rbl.clients.python.service", "--library", library]
         elif kind in RECIPES and given is not None:
             argv = client_command(kind, given)
@@ -204,7 +230,7 @@ class LocalServices:
         else:
             raise EnvironmentMissing(f"the local backend cannot start a `{kind}` client service")
         # --target: the only address the client may send requests to, the fault proxy's data port
-        argv += ["--listen", f"{HOST}:0", "--target", f"{HOST}:{self.proxy_port}"]
+        argv += ["--listen", f"{HOST}:0", "--target", f"{HOST}:{target_port}"]
         argv += max_jobs_arguments(self.max_users)     # above the service's default cap
         service = self._start(f"{library} client service", argv, f"client-{library}.log")
         (port,) = service.read_announcement("listening", READY_TIMEOUT)
@@ -214,13 +240,24 @@ class LocalServices:
     def restart_client(self, library: str) -> None:
         """After a client died or hung: stop what is left of it and start a fresh one."""
         service, _ = self.clients.pop(library)
-        service.stop(grace=1.0)
-        self.services.remove(service)
+        replaced = [service]
+        if library in self.sidecars:                 # its sidecar may be what failed: a fresh one too
+            replaced.append(self.sidecars.pop(library)[0])
+        for stopped in replaced:
+            stopped.stop(grace=1.0)
+            self.services.remove(stopped)
         self.start_client(library)
+
+    def configure_client(self, library: str, pattern: str, config: dict) -> None:
+        if library in self.sidecars:
+            self.sidecars[library][1].apply(pattern, config)
+
+    def client_counters(self, library: str) -> dict[str, int] | None:
+        return self.sidecars[library][1].counters() if library in self.sidecars else None
 
     def lost_services(self) -> list[tuple[str | None, str]]:
         """(library or None for the target and proxy, why) for every service that is no longer ours."""
-        libraries = {id(service): library for library, (service, _) in self.clients.items()}
+        libraries = {id(service): library for library, (service, _) in [*self.clients.items(), *self.sidecars.items()]}
         return [(libraries.get(id(service)), f"the {service.name} {problem}; see its log: {service.log_path}")
                 for service in self.services if (problem := process_problem(service.process))]
 
@@ -237,8 +274,15 @@ class LocalServices:
         return {library: reported_version(HOST, port) for library, (_, port) in self.clients.items()}
 
     # -- addresses ---------------------------------------------------------------------------
-    def target_url(self, path: str) -> str:
+    def target_url(self, path: str, library: str | None = None) -> str:
+        if library in self.sidecars:
+            return f"http://{HOST}:{self.sidecars[library][1].addresses.listen_port}{path}"
         return f"http://{HOST}:{self.proxy_port}{path}"
 
     def client_address(self, library: str) -> tuple[str, int]:
         return HOST, self.clients[library][1]
+
+
+def _file_name(name: str) -> str:
+    """A library's name comes from the plan: keep a file named after it inside its directory."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")

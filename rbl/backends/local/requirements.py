@@ -10,6 +10,7 @@ from pathlib import Path
 from ...errors import EnvironmentMissing
 from ...clients.python.strategies import LIBRARIES as PYTHON_LIBRARIES
 from ..client_builds import RECIPES, needs_build
+from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary
 
 # Client services the local backend can start, by the catalogue's `client` setting, and the
 # libraries each serves (its --library choices).
@@ -18,6 +19,7 @@ LOCAL_CLIENT_SERVICES = {
     "resilience4j": ("resilience4j",),
     "node": ("cockatiel", "opossum"),
     "go": ("failsafe", "gobreaker", "backoff"),
+    "mesh": ("istio",),             # the Python client as a plain HTTP client, behind a sidecar Envoy
 }
 
 INSTALL_ADVICE = {
@@ -66,6 +68,11 @@ def missing_requirements(clients: list[dict], client_jars: dict[str, Path] | Non
             if library not in explicit:
                 problems.append(_no_service(library, client["label"], service))
             continue                      # the user's own client: it is theirs to run
+        if service == "mesh":
+            if envoy_binary() is None:
+                problems.append(f"{library} ({client['label']}) runs its policies in a sidecar Envoy, and none is "
+                                f"installed: {ENVOY_ADVICE}")
+            continue
         missing = [cmd for cmd in _commands_needed(client, explicit.get(library)) if shutil.which(cmd) is None]
         if missing:
             advice = RECIPES[service].advice if service in RECIPES else INSTALL_ADVICE.get(requires, "install " + requires)

@@ -1,0 +1,111 @@
+"""A running sidecar Envoy: its files, switching its configuration, reading its counters.
+
+The sidecar reads its route (rds.json) and cluster (cds.json) from files it watches. A switch
+writes both atomically (a rename, which is what Envoy's file watch sees) under a new version and
+waits until the admin API reports both updates accepted, so a round never starts on the last
+configuration's policies.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import EXIT_INTERNAL, RblError
+from .sidecar_config import (CLUSTER_NAME, ROUTE_NAME, STAT_PREFIX, SidecarAddresses, cluster,
+                             discovery_response, route_configuration, sidecar_bootstrap)
+
+APPLY_TIMEOUT_S = 10.0
+POLL_INTERVAL_S = 0.002
+# Cumulative counters of the sidecar's upstream cluster that the runner records per round, each the
+# sum of Envoy's counters named (a full queue of pending requests and too many active ones are two
+# counters in Envoy, one circuit breaker in Istio's terms).
+COUNTERS = {
+    "sidecarUpstreamRequests": ("upstream_rq_total",),
+    "sidecarRetries": ("upstream_rq_retry",),
+    "sidecarRetrySuccesses": ("upstream_rq_retry_success",),
+    "sidecarRetryOverflows": ("upstream_rq_retry_overflow",),
+    "sidecarPoolOverflows": ("upstream_rq_pending_overflow", "upstream_rq_active_overflow"),
+    "sidecarPerTryTimeouts": ("upstream_rq_per_try_timeout",),
+    "sidecarTimeouts": ("upstream_rq_timeout",),
+    "sidecarEjections": ("outlier_detection.ejections_enforced_total",),
+}
+UPDATES = (f"cluster_manager.cds.update_success", f"http.{STAT_PREFIX}.rds.{ROUTE_NAME}.update_success")
+REJECTIONS = (f"cluster_manager.cds.update_rejected", f"http.{STAT_PREFIX}.rds.{ROUTE_NAME}.update_rejected")
+
+
+class SidecarError(RblError):
+    exit_code = EXIT_INTERNAL
+
+
+class Sidecar:
+    """One sidecar's files (in `directory`) and admin API."""
+
+    def __init__(self, directory: Path, addresses: SidecarAddresses):
+        self.directory = directory
+        self.addresses = addresses
+        self.version = 0
+        self.rds = directory / "rds.json"
+        self.cds = directory / "cds.json"
+        self.bootstrap = directory / "envoy.json"
+
+    def write_initial(self) -> Path:
+        """The bootstrap and a first configuration (baseline), which Envoy needs to start."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._write_resources("baseline", {})
+        _write_json(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds)))
+        return self.bootstrap
+
+    def apply(self, pattern: str, config: dict, timeout: float = APPLY_TIMEOUT_S) -> float:
+        """Switch to a configuration and wait until Envoy runs it; returns the seconds it took."""
+        began = time.perf_counter()
+        before = self._stats()
+        self._write_resources(pattern, config)
+        deadline = began + timeout
+        while True:
+            now = self._stats()
+            rejected = [name for name in REJECTIONS if now.get(name, 0) > before.get(name, 0)]
+            if rejected:
+                raise SidecarError(f"the sidecar Envoy rejected configuration {self.version} ({', '.join(rejected)}); "
+                                   f"see {self.directory} and the sidecar's log")
+            if all(now.get(name, 0) > before.get(name, 0) for name in UPDATES):
+                return time.perf_counter() - began
+            if time.perf_counter() > deadline:
+                raise SidecarError(f"the sidecar Envoy did not take configuration {self.version} within {timeout:g} s")
+            time.sleep(POLL_INTERVAL_S)
+
+    def counters(self) -> dict[str, int]:
+        """The cluster's cumulative counters, under the names results use."""
+        stats = self._stats()
+        return {column: sum(stats.get(f"cluster.{CLUSTER_NAME}.{name}", 0) for name in names)
+                for column, names in COUNTERS.items()}
+
+    def _write_resources(self, pattern: str, config: dict) -> None:
+        self.version += 1
+        version = str(self.version)
+        _write_json(self.rds, discovery_response(route_configuration(pattern, config), version))
+        _write_json(self.cds, discovery_response(cluster(pattern, config, self.addresses), version))
+
+    def _stats(self) -> dict[str, int]:
+        host, port = self.addresses.bind_host, self.addresses.admin_port
+        connection = http.client.HTTPConnection(host, port, timeout=5.0)
+        try:
+            connection.request("GET", "/stats?format=json&usedonly")
+            response = connection.getresponse()
+            body = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            raise SidecarError(f"the sidecar Envoy's admin port {host}:{port} did not answer: {error}") from error
+        finally:
+            connection.close()
+        return {entry["name"]: entry["value"] for entry in json.loads(body).get("stats", [])
+                if isinstance(entry.get("value"), int)}
+
+
+def _write_json(path: Path, document: dict) -> None:
+    """Written beside and renamed into place: Envoy's watch sees one complete file."""
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(json.dumps(document, indent=1), encoding="utf-8")
+    os.replace(partial, path)

@@ -1,0 +1,159 @@
+"""The client-side sidecar Envoy of an `istio` client: Istio's policies as the Envoy config Istio's
+control plane would give the sidecar (docs/library-semantics.md, section istio).
+
+The bootstrap is fixed for a run (listener, admin port, where the dynamic resources live); what a
+configuration changes (the route's retry policy and timeout, the cluster's circuit breakers and
+outlier detection) comes from two files Envoy watches, rds.json and cds.json, so switching
+configurations is a file update, not a restart (bench/sidecar_switch.py measures both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..clients.protocol import SIDECAR_FLAGS_HEADER
+from ..libraries.composition import policies_of
+
+ROUTE_NAME = "outbound"
+CLUSTER_NAME = "upstream"
+STAT_PREFIX = "outbound"
+# Every reply the sidecar sends carries Envoy's response flags (UO: circuit broken by a pool limit,
+# UT: timed out, UH: no healthy upstream, URX: retries exhausted), so the mesh client can tell a
+# sidecar's own 503 from the target's without guessing from bodies.
+FLAGS_HEADER = SIDECAR_FLAGS_HEADER
+UNLIMITED = 4294967295              # Istio's threshold when a connection-pool limit is not set (2^32-1)
+CONNECT_TIMEOUT = "10s"             # Istio's default tcp.connectTimeout
+# Istio's default retry policy, used when a client has no `retry` policy (as on a real mesh) and for
+# a retry without retryOn; since Istio 1.24 without 503, so over HTTP/1.1 it retries failed connections only
+DEFAULT_RETRY_ON = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+DEFAULT_ATTEMPTS = 2
+HOST_SELECTION_ATTEMPTS = 5         # Istio's default: retry on another host where there is one
+OUTLIER_DEFAULTS = {"consecutive5xxErrors": 5, "interval": 10_000, "baseEjectionTime": 30_000,
+                    "minHealthPercent": 0}
+
+ROUTER = {"name": "envoy.filters.http.router",
+          "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+HTTP_OPTIONS_TYPE = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+
+@dataclass(frozen=True)
+class SidecarAddresses:
+    listen_port: int
+    admin_port: int
+    upstream_host: str              # the fault proxy, which the sidecar sends every request to
+    upstream_port: int
+    bind_host: str = "127.0.0.1"
+
+
+def _duration(ms: int) -> str:
+    return f"{ms / 1000:.3f}s"
+
+
+def _file_source(path: str) -> dict:
+    return {"path_config_source": {"path": path}, "resource_api_version": "V3"}
+
+
+def sidecar_bootstrap(addresses: SidecarAddresses, rds_path: str, cds_path: str, node_id: str = "rbl-sidecar") -> dict:
+    """The bootstrap: an outbound listener whose route comes from `rds_path`, clusters from `cds_path`."""
+    manager = {"@type": HCM_TYPE, "stat_prefix": STAT_PREFIX,
+               "rds": {"route_config_name": ROUTE_NAME, "config_source": _file_source(rds_path)},
+               "http_filters": [ROUTER]}
+    listener = {"name": ROUTE_NAME,
+                "address": {"socket_address": {"address": addresses.bind_host, "port_value": addresses.listen_port}},
+                "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                                "typed_config": manager}]}]}
+    return {"node": {"id": node_id, "cluster": "rbl"},
+            "admin": {"address": {"socket_address": {"address": addresses.bind_host,
+                                                     "port_value": addresses.admin_port}}},
+            "dynamic_resources": {"cds_config": _file_source(cds_path)},
+            "static_resources": {"listeners": [listener]}}
+
+
+def _retry_policy(retry: dict | None) -> dict | None:
+    """HTTPRetry as Istio translates it; None means no retries."""
+    attempts = DEFAULT_ATTEMPTS if retry is None else retry.get("attempts", DEFAULT_ATTEMPTS)
+    if attempts == 0:
+        return None
+    tokens = [t.strip() for t in ((retry or {}).get("retryOn") or DEFAULT_RETRY_ON).split(",") if t.strip()]
+    statuses = [int(t) for t in tokens if t.isdigit()]
+    conditions = [t for t in tokens if not t.isdigit()]
+    if statuses and "retriable-status-codes" not in conditions:
+        conditions.append("retriable-status-codes")   # Istio adds it for a status in retryOn
+    policy = {"retry_on": ",".join(conditions), "num_retries": attempts,
+              "retry_host_predicate": [{"name": "envoy.retry_host_predicates.previous_hosts", "typed_config": {
+                  "@type": "type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"}}],
+              "host_selection_retry_max_attempts": HOST_SELECTION_ATTEMPTS}
+    if statuses:
+        policy["retriable_status_codes"] = statuses
+    if retry is not None and "perTryTimeout" in retry:
+        policy["per_try_timeout"] = _duration(retry["perTryTimeout"])
+    if retry is not None and "backoff" in retry:         # Istio sets the base only; the cap stays 10 x base
+        policy["retry_back_off"] = {"base_interval": _duration(retry["backoff"])}
+    return policy
+
+
+def route_configuration(pattern: str, config: dict) -> dict:
+    """The VirtualService part: the route's retry policy and timeout."""
+    policies = policies_of(pattern, config)
+    retry = _retry_policy(policies.get("retry", {"attempts": 0} if pattern == "baseline" else None))
+    timeout = policies.get("timeout", {}).get("timeout")
+    route = {"cluster": CLUSTER_NAME, "timeout": _duration(timeout) if timeout else "0s"}
+    if retry is not None:
+        route["retry_policy"] = retry
+    return {"@type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration", "name": ROUTE_NAME,
+            "response_headers_to_add": [{"header": {"key": FLAGS_HEADER, "value": "%RESPONSE_FLAGS%"}}],
+            "virtual_hosts": [{"name": "all", "domains": ["*"],
+                               "routes": [{"match": {"prefix": "/"}, "route": route}]}]}
+
+
+def _limit(pool: dict, name: str) -> int:
+    # Istio sets a threshold only for a value above 0; otherwise its default, no limit
+    return pool.get(name) or UNLIMITED
+
+
+def cluster(pattern: str, config: dict, addresses: SidecarAddresses) -> dict:
+    """The DestinationRule part: connection-pool limits as circuit breakers, outlier detection."""
+    policies = policies_of(pattern, config)
+    pool = policies.get("circuit_breaker", {})
+    result = {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": CLUSTER_NAME,
+              "type": "STATIC", "connect_timeout": CONNECT_TIMEOUT,
+              "circuit_breakers": {"thresholds": [{
+                  "max_connections": _limit(pool, "maxConnections"),
+                  "max_pending_requests": _limit(pool, "http1MaxPendingRequests"),
+                  "max_requests": _limit(pool, "http2MaxRequests"),
+                  "max_retries": _limit(pool, "maxRetries"), "track_remaining": True}]},
+              "load_assignment": {"cluster_name": CLUSTER_NAME, "endpoints": [{"lb_endpoints": [{"endpoint": {
+                  "address": {"socket_address": {"address": addresses.upstream_host,
+                                                 "port_value": addresses.upstream_port}}}}]}]}}
+    if pool.get("maxRequestsPerConnection"):
+        result["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": HTTP_OPTIONS_TYPE,
+            "common_http_protocol_options": {"max_requests_per_connection": pool["maxRequestsPerConnection"]},
+            "explicit_http_config": {"http_protocol_options": {}}}}
+    if "outlier_detection" in policies:
+        result["outlier_detection"], panic = _outlier_detection(policies["outlier_detection"])
+        result["common_lb_config"] = {"healthy_panic_threshold": {"value": panic}}
+    return result
+
+
+def _outlier_detection(given: dict) -> tuple[dict, int]:
+    """OutlierDetection as Istio translates it, and the panic threshold minHealthPercent sets."""
+    values = {**OUTLIER_DEFAULTS, **given}
+    detection = {"consecutive_5xx": values["consecutive5xxErrors"],
+                 "enforcing_consecutive_5xx": 100 if values["consecutive5xxErrors"] > 0 else 0,
+                 "interval": _duration(values["interval"]),
+                 "base_ejection_time": _duration(values["baseEjectionTime"]),
+                 "enforcing_success_rate": 0}
+    if values.get("maxEjectionPercent"):                 # unset or 0: Envoy's own 10%, as Istio leaves it
+        detection["max_ejection_percent"] = values["maxEjectionPercent"]
+    gateway = values.get("consecutiveGatewayErrors")
+    if gateway:
+        detection["consecutive_gateway_failure"] = gateway
+        detection["enforcing_consecutive_gateway_failure"] = 100
+    return detection, values["minHealthPercent"]
+
+
+def discovery_response(resource: dict, version: str) -> dict:
+    """A file Envoy's path config source reads: one resource at a version."""
+    return {"version_info": version, "resources": [resource]}

@@ -1,0 +1,82 @@
+"""Pass: what Istio's own validation refuses in a client of the built-in `istio` library, which the
+catalogue's types cannot say (docs/library-semantics.md, section istio): retryOn's tokens, retries
+switched off while other retry fields are set, and a connection pool with no setting."""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+
+from ..axes import RangeAxis
+from ..space import ClientSpec, Param
+from .context import CheckContext
+
+ISTIO = "istio"
+# the conditions Istio's validation accepts in retryOn: Envoy's and gRPC's
+RETRY_ON = ("5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "retriable-4xx",
+            "refused-stream", "retriable-status-codes", "retriable-headers", "envoy-ratelimited",
+            "http3-post-connect-failure", "cancelled", "deadline-exceeded", "internal", "resource-exhausted",
+            "unavailable")
+KNOWN_STATUSES = {status.value for status in HTTPStatus}
+RETRY_FIELDS = ("perTryTimeout", "retryOn", "backoff")   # Istio refuses these with attempts 0
+POOL = "circuit_breaker"
+
+
+def check_mesh_policies(ctx: CheckContext) -> None:
+    for client in ctx.clients:
+        library = ctx.libraries.get(ISTIO)
+        if client.library is not library or not library.builtin:
+            continue
+        params = {p.name: p for p in client.params}
+        policies = _policies(client)
+        for policy in policies:
+            qualified = "" if len(policies) == 1 else f"{policy}."     # a composed client's names
+            if policy == "retry":
+                _check_retry(ctx, params, qualified)
+            if policy == POOL:
+                _check_pool(ctx, client, params, qualified)
+
+
+def _policies(client: ClientSpec) -> list[str]:
+    name = client.pattern.name
+    return [] if name == "baseline" else name.split("+")
+
+
+def _check_retry(ctx: CheckContext, params: dict[str, Param], qualified: str) -> None:
+    retry_on = params.get(f"{qualified}retryOn")
+    if retry_on is not None:
+        for value in retry_on.values:
+            bad = [token for token in str(value.v).split(",") if not _known_condition(token)]
+            if bad:
+                ctx.diags.error("E0227", f"Istio refuses retryOn {str(value.v)!r}: `{bad[0][:40]}` is not a retry "
+                                         "condition", retry_on.span, "not accepted by Istio",
+                                help="Envoy conditions (5xx, reset, connect-failure, gateway-error, ...) or HTTP "
+                                     "statuses, comma-separated without spaces; `rbl explain E0227` lists them")
+                break
+    attempts = params.get(f"{qualified}attempts")
+    if attempts is None or not _has_zero(attempts):
+        return
+    given = [name for name in RETRY_FIELDS if (p := params.get(f"{qualified}{name}")) is not None and p.explicit]
+    if given:
+        ctx.diags.error("E0227", f"Istio refuses attempts 0 together with {given[0]}", attempts.span,
+                        "0 switches retries off", help=f"leave out {qualified}{given[0]}, or attempts 0 (the "
+                                                       "`istio.baseline` client has no retries)")
+
+
+def _check_pool(ctx: CheckContext, client: ClientSpec, params: dict[str, Param], qualified: str) -> None:
+    own = [p for name, p in params.items() if name.startswith(qualified)]
+    if not any(p.explicit for p in own):
+        ctx.diags.error("E0227", "Istio refuses a connection pool with no setting", client.span,
+                        "no circuit_breaker parameter set",
+                        help=f"set e.g. `{qualified}http2MaxRequests = 20` or `{qualified}http1MaxPendingRequests = 10`")
+
+
+def _known_condition(token: str) -> bool:
+    if token in RETRY_ON:
+        return True
+    return token.isdigit() and len(token) <= 3 and int(token) in KNOWN_STATUSES
+
+
+def _has_zero(param: Param) -> bool:
+    if isinstance(param.values, RangeAxis):       # ascending, never enumerated: 0 can only be first
+        return param.values.count > 0 and param.values[0].v == 0
+    return any(value.v == 0 for value in param.values)
