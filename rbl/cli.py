@@ -306,8 +306,13 @@ def compile_(spec: Path = SpecArg,
                                        help="Write into a directory rbl did not create, or over files "
                                             "edited since rbl wrote them."),
             target: str = typer.Option("compose", "--target", help="compose (docker-compose.yaml, Envoy config, "
-                                       "docker build context) or kubernetes (kubernetes/rbl.yaml: Namespace, "
-                                       "ConfigMap, Indexed Job; and the runner image's build context)."),
+                                       "docker build context), kubernetes (kubernetes/rbl.yaml: Namespace, "
+                                       "ConfigMap, Indexed Job; and the runner image's build context) or istio "
+                                       "(istio/CLIENT/N.yaml: a DestinationRule and a VirtualService for each "
+                                       "configuration of the istio clients, to kubectl apply; istio/README.md)."),
+            service: Optional[str] = typer.Option(None, "--service", metavar="NAME",
+                                                  help="istio: the target's Kubernetes Service, the rules' host "
+                                                       "[default: target; --namespace default: default]."),
             shards: int = ShardsOpt, parallelism: Optional[int] = ParallelismOpt,
             namespace: Optional[str] = NamespaceOpt, cpu: str = CpuOpt, memory: str = MemoryOpt,
             allow_shared_nodes: bool = SharedNodesOpt, runner_image: Optional[str] = RunnerImageOpt,
@@ -318,7 +323,8 @@ def compile_(spec: Path = SpecArg,
                                                  "building it (target, client-python, ...). Repeatable."),
             rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
     """Compile a spec into its plan (the ordered scenario list of Algorithm 1) and the files that
-    stand the experiment up: docker-compose.yaml, envoy/envoy.yaml and the docker build context."""
+    stand the experiment up: docker-compose.yaml, envoy/envoy.yaml and the docker build context
+    (or, with --target, a cluster's manifests or a mesh's Istio policies)."""
     from .backends.docker.artifacts import plan_deployment, write_artifacts
     from .backends.output_dir import CompileDirectory
     from .compiler.expand import iter_scenario_lines
@@ -326,10 +332,14 @@ def compile_(spec: Path = SpecArg,
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format `{fmt}`", f"use one of {', '.join(FORMATS)}")
-    if target not in ("compose", "kubernetes"):
-        raise UsageError(f"--target must be compose or kubernetes, got {target!r}")
-    if target == "kubernetes" and str(output) == "-":
-        raise UsageError("--target kubernetes writes a directory", hint="give -o DIR")
+    if target not in ("compose", "kubernetes", "istio"):
+        raise UsageError(f"--target must be compose, kubernetes or istio, got {target!r}")
+    if target in ("kubernetes", "istio") and str(output) == "-":
+        raise UsageError(f"--target {target} writes a directory", hint="give -o DIR")
+    if target == "istio" and image:
+        raise UsageError("--image applies to the compose file, which --target istio does not write")
+    if target != "istio" and service is not None:
+        raise UsageError("--service names the mesh's target for --target istio")
     if target != "kubernetes" and (runner_image is not None or runner_clients is not None):
         raise UsageError("--runner-image and --runner-clients describe the pods of --target kubernetes",
                          hint="the compose target builds its images (or takes them with --image NAME=REF)")
@@ -348,6 +358,11 @@ def compile_(spec: Path = SpecArg,
             write_scenarios(space, fmt, sys.stdout)
         return
     header = plan_header(space)
+    if target == "istio":
+        from .backends.istio_manifests import MeshOptions, compile_istio
+        compile_istio(space, header, output, fmt, force, MeshOptions(service or "target", namespace or "default"),
+                      say=lambda text: typer.echo(text, err=True))
+        return
     if target == "kubernetes":
         from .backends.kubernetes.manifests import compile_kubernetes
         cluster = _cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,

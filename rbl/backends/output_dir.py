@@ -30,7 +30,7 @@ RECORD = ".rbl-compiled.json"
 # Every top-level name `rbl compile` writes (plan.py and artifacts.py): the only places checked
 # for links before writing. tests/test_compile_dir_safety.py fails when a compile writes elsewhere.
 OWN_FILES = ("plan.json", "scenarios.jsonl", "scenarios.csv", "docker-compose.yaml", RECORD)
-OWN_DIRECTORIES = ("envoy", "docker", "kubernetes")
+OWN_DIRECTORIES = ("envoy", "docker", "kubernetes", "istio")
 RECORD_LIMIT = 16 << 20          # bytes; a real record lists a few hundred files (~40 KB)
 ENTRY_LIMIT = 100_000
 NAME_LIMIT = 1024

@@ -10,7 +10,6 @@
 //
 // Only the extensions imported below are known; a typed_config of any other type is rejected,
 // like an Envoy build without that extension would.
-//
 package main
 
 import (

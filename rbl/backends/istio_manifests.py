@@ -1,0 +1,304 @@
+"""`rbl compile --target istio`: the Istio resources that put each istio configuration in force.
+
+For every configuration of the plan's `istio` clients, the DestinationRule and VirtualService a
+user `kubectl apply`s to run it on a real mesh (docs/backends.md, Istio policies).
+
+One file per configuration, istio/<client>/<index>.yaml, both resources `---` separated, named
+rbl-<service> in every file: applying one file replaces the previous configuration's rules instead
+of adding a second, conflicting pair for the same host. istio/index.json maps each file to its
+client and configuration; istio/README.md says how to use them.
+
+Each rbl parameter is one Istio field (FIELDS). What Istio makes of each field in Envoy:
+istio/istio pilot/pkg/networking/core/route/retry/retry.go (ConvertPolicy: retries),
+route/route.go (setTimeout: timeout) and cluster_traffic_policy.go (applyConnectionPool,
+applyOutlierDetection), at commit eed52ebb66ad (the version tools/artifact-check validates with).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from .. import __version__
+from ..errors import UsageError
+from ..yaml_text import comment_text, yaml_quote
+from .mesh_policy import policies_of
+
+ISTIO_DIR = "istio"
+INDEX_FILE = f"{ISTIO_DIR}/index.json"
+README_FILE = f"{ISTIO_DIR}/README.md"
+API_VERSION = "networking.istio.io/v1"
+LIBRARY = "istio"
+MAX_FILES = 10_000               # one file per configuration; more would be no set to apply by hand
+README_ROWS = 500                # index.json lists them all
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SLUG_CUT = re.compile(r"[^a-z0-9]+")
+
+# Where each parameter goes: (resource, path inside it, kind of value). "rule" is the
+# DestinationRule's trafficPolicy, "route" the VirtualService's one HTTP route.
+FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
+    "retry": {
+        "attempts": ("route", ("retries", "attempts"), "int"),
+        "perTryTimeout": ("route", ("retries", "perTryTimeout"), "duration"),
+        "retryOn": ("route", ("retries", "retryOn"), "string"),
+        "backoff": ("route", ("retries", "backoff"), "duration"),
+    },
+    "circuit_breaker": {
+        "maxConnections": ("rule", ("connectionPool", "tcp", "maxConnections"), "int"),
+        "http1MaxPendingRequests": ("rule", ("connectionPool", "http", "http1MaxPendingRequests"), "int"),
+        "http2MaxRequests": ("rule", ("connectionPool", "http", "http2MaxRequests"), "int"),
+        "maxRequestsPerConnection": ("rule", ("connectionPool", "http", "maxRequestsPerConnection"), "int"),
+        "maxRetries": ("rule", ("connectionPool", "http", "maxRetries"), "int"),
+    },
+    "outlier_detection": {
+        "consecutive5xxErrors": ("rule", ("outlierDetection", "consecutive5xxErrors"), "int"),
+        "consecutiveGatewayErrors": ("rule", ("outlierDetection", "consecutiveGatewayErrors"), "int"),
+        "interval": ("rule", ("outlierDetection", "interval"), "duration"),
+        "baseEjectionTime": ("rule", ("outlierDetection", "baseEjectionTime"), "duration"),
+        "maxEjectionPercent": ("rule", ("outlierDetection", "maxEjectionPercent"), "int"),
+        "minHealthPercent": ("rule", ("outlierDetection", "minHealthPercent"), "int"),
+    },
+    "timeout": {
+        "timeout": ("route", ("timeout",), "duration"),
+    },
+}
+
+
+@dataclass(frozen=True)
+class MeshOptions:
+    service: str = "target"          # the target's Kubernetes Service, the rules' host
+    namespace: str = "default"       # where that Service (and so the rules) live
+
+    def check(self) -> None:
+        for option, value in (("--service", self.service), ("--namespace", self.namespace)):
+            if not _DNS_LABEL.fullmatch(value or ""):
+                raise UsageError(f"{option} {value!r} is not a valid Kubernetes name",
+                                 hint="lower-case letters, digits and '-', at most 63 characters")
+
+    @property
+    def name(self) -> str:
+        """Both resources' name, the same in every file (see the module's docstring)."""
+        return f"rbl-{self.service}"
+
+
+def _value(kind: str, value: object, where: str) -> object:
+    """The Istio spelling of a plan value: ints as ints, durations (whole ms) as "25ms"."""
+    if kind == "string":
+        if not isinstance(value, str):
+            raise ValueError(f"{where} must be a string, got {value!r}")
+        return value
+    if type(value) is not int:               # bool is no int here
+        raise ValueError(f"{where} must be a whole number{' of milliseconds' if kind == 'duration' else ''}, "
+                         f"got {value!r}")
+    return f"{value}ms" if kind == "duration" else value
+
+
+def _put(tree: dict, path: tuple[str, ...], value: object) -> None:
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+def translate(pattern: str, config: dict) -> tuple[dict, dict]:
+    """(DestinationRule trafficPolicy, VirtualService HTTP route fields) of one configuration.
+    Parameters not in the configuration stay out, so Istio's defaults apply. Raises ValueError
+    for a policy or parameter rbl has no Istio field for."""
+    policies = policies_of(pattern, config)
+    rule: dict = {}
+    route: dict = {}
+    for policy, parameters in policies.items():
+        fields = FIELDS.get(policy)
+        if fields is None:
+            raise ValueError(f"rbl writes no Istio field for the pattern {policy!r} (it knows {', '.join(FIELDS)})")
+        for parameter, value in parameters.items():
+            if parameter not in fields:
+                raise ValueError(f"rbl writes no Istio field for {policy}.{parameter}")
+            resource, path, kind = fields[parameter]
+            _put(rule if resource == "rule" else route, path, _value(kind, value, f"{policy}.{parameter}"))
+    if not policies:
+        route["retries"] = {"attempts": 0}   # baseline: rbl's baseline switches Istio's default retry off
+    elif route.get("retries", {}).get("attempts") == 0:
+        # Istio refuses perTryTimeout and retryOn beside attempts 0 (validateHTTPRetry): they would do nothing
+        route["retries"] = {"attempts": 0}
+    return rule, route
+
+
+def _scalar(value: object) -> str:
+    return str(value) if type(value) is int else yaml_quote(value)
+
+
+def _yaml(tree: dict, indent: int) -> list[str]:
+    """Block YAML of a tree of dicts, lists and scalars; every string through yaml_quote."""
+    pad = " " * indent
+    lines = []
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            lines += [f"{pad}{key}:", *_yaml(value, indent + 2)]
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            lines.append(f"{pad}{key}:")
+            for item in value:
+                first, *rest = _yaml(item, indent + 2)
+                lines += [f"{pad}- {first.lstrip()}", *rest]
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key}: [{', '.join(_scalar(v) for v in value)}]")
+        elif isinstance(value, dict):
+            lines.append(f"{pad}{key}: {{}}")
+        else:
+            lines.append(f"{pad}{key}: {_scalar(value)}")
+    return lines
+
+
+def _metadata(options: MeshOptions, label: str, index: int, config: dict) -> dict:
+    return {"name": options.name, "namespace": options.namespace,
+            "labels": {"app.kubernetes.io/managed-by": "rbl"},
+            # which configuration is in force: `kubectl get destinationrule rbl-target -o yaml`
+            "annotations": {"rbl.dev/client": label, "rbl.dev/configuration": str(index),
+                            "rbl.dev/parameters": json.dumps(config, separators=(",", ":"), ensure_ascii=False)}}
+
+
+def render_configuration(header: dict, label: str, pattern: str, index: int, count: int, config: dict,
+                         options: MeshOptions) -> str:
+    """The file of one configuration: a DestinationRule and a VirtualService."""
+    rule, route = translate(pattern, config)
+    metadata = _metadata(options, label, index, config)
+    destination_rule = {"apiVersion": API_VERSION, "kind": "DestinationRule", "metadata": metadata,
+                        "spec": {"host": options.service, **({"trafficPolicy": rule} if rule else {})}}
+    virtual_service = {"apiVersion": API_VERSION, "kind": "VirtualService", "metadata": metadata,
+                       "spec": {"hosts": [options.service],
+                                "http": [{"name": "rbl", "route": [{"destination": {"host": options.service}}],
+                                          **route}]}}
+    parameters = " ".join(f"{k}={v}" for k, v in config.items()) or "no parameters"
+    head = [f"# rbl {__version__}: {comment_text(header.get('name'))}, client {comment_text(label)}, configuration "
+            f"{index + 1} of {count}: {comment_text(parameters)}",
+            f"# Put it in force: kubectl apply -f THIS_FILE. Every file names its rules {options.name}, so",
+            "# applying another file replaces this configuration (istio/README.md says more)."]
+    return "\n".join([*head, *_yaml(destination_rule, 0), "---", *_yaml(virtual_service, 0)]) + "\n"
+
+
+def _slug(label: str, taken: set[str]) -> str:
+    """A folder name for a client label ("istio.retry+circuit_breaker" -> istio-retry-circuit-breaker)."""
+    base = _SLUG_CUT.sub("-", label.lower()).strip("-")[:60].strip("-") or "client"
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    taken.add(slug)
+    return slug
+
+
+def mesh_clients(space) -> list:
+    return [client for client in space.clients if client.library.name == LIBRARY]
+
+
+def check_plan(space) -> None:
+    """Refuse, before anything is written, a plan this target has nothing (or too much) to write for."""
+    clients = mesh_clients(space)
+    if not clients:
+        raise UsageError(f"the plan has no {LIBRARY} client: --target istio writes Istio resources for "
+                         f"{LIBRARY} clients only",
+                         hint="add one, e.g. `client istio.retry { attempts in [1, 3] }`, or compile for "
+                              "--target compose or kubernetes")
+    total = sum(client.configurations for client in clients)
+    if total > MAX_FILES:
+        raise UsageError(f"the plan's {LIBRARY} clients have {total:,} configurations; --target istio writes "
+                         f"one file per configuration, at most {MAX_FILES:,}",
+                         hint="compile a smaller space: --set 'LABEL.param in [a, b]'")
+
+
+def render_all(space, header: dict, options: MeshOptions, say=lambda _: None) -> dict[str, str]:
+    """{file name under the output directory: text} of every istio configuration, index.json and
+    README.md; made in full before anything is written, so a policy rbl cannot write leaves no
+    half-written folder."""
+    from ..compiler.expand import configurations
+    options.check()
+    check_plan(space)
+    for client in space.clients:
+        if client.library.name != LIBRARY:
+            say(f"note: --target istio skips client {client.label} ({client.library.name} is no mesh policy)")
+    texts: dict[str, str] = {}
+    entries, taken = [], set()
+    for client in mesh_clients(space):
+        folder = _slug(client.label, taken)
+        for index, config in enumerate(configurations(client)):
+            try:
+                text = render_configuration(header, client.label, client.pattern.name, index, client.configurations,
+                                            config, options)
+            except ValueError as error:
+                raise UsageError(f"client {client.label}: {error}",
+                                 hint="this rbl cannot write that policy for Istio; leave the client out of "
+                                      "--target istio") from None
+            name = f"{folder}/{index}.yaml"
+            texts[f"{ISTIO_DIR}/{name}"] = text
+            entries.append({"file": name, "client": client.label, "pattern": client.pattern.name,
+                            "configuration": index, "config": config})
+    index = {"rbl_version": __version__, "plan": "plan.json", "name": header.get("name"),
+             "service": options.service, "namespace": options.namespace, "resource_name": options.name,
+             "files": entries}
+    texts[INDEX_FILE] = json.dumps(index, indent=2, ensure_ascii=False) + "\n"
+    texts[README_FILE] = readme(header, entries, options)
+    return texts
+
+
+def _cell(value: object) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|").replace("`", "'")
+
+
+def readme(header: dict, entries: list[dict], options: MeshOptions) -> str:
+    """istio/README.md: how to use the files, what rbl writes and what it leaves to Istio."""
+    rows = [f"| `{_cell(e['file'])}` | {_cell(e['client'])} | {e['configuration']} | "
+            f"`{_cell(json.dumps(e['config'], ensure_ascii=False))}` |" for e in entries[:README_ROWS]]
+    if len(entries) > README_ROWS:
+        rows.append(f"| ... | {len(entries) - README_ROWS} more in index.json | | |")
+    return f"""# Istio policies of {_cell(header.get('name'))}
+
+Written by `rbl compile --target istio` (rbl {__version__}). Each file puts one configuration of
+one `istio` client in force on the mesh: a DestinationRule (connection pool, outlier detection)
+and a VirtualService (retries, timeout) for the Service `{options.service}` in namespace
+`{options.namespace}` (`--service`, `--namespace`).
+
+    kubectl apply -f istio/{entries[0]['file']}
+
+Both resources are named `{options.name}` in every file, so applying another file replaces the
+configuration in force (kubectl removes the fields the new file leaves out); the annotations
+`rbl.dev/client`, `rbl.dev/configuration` and `rbl.dev/parameters` say which one it is.
+`kubectl delete -f FILE` goes back to Istio's defaults. `index.json` lists every file with its
+client, configuration index (the order of the plan's scenarios) and parameters.
+
+## What is written, and what is left to Istio
+
+- A parameter the spec leaves out is left out of the resource, so Istio's default applies
+  (for a connection-pool limit: no limit).
+- `baseline` writes `retries: {{attempts: 0}}`: rbl's baseline is the sidecar only forwarding,
+  so Istio's default retry is switched off.
+- A client without `retry` among its policies gets no `retries` field: Istio's default retry
+  policy applies, as on any mesh (2 retries on connect-failure, refused-stream, unavailable,
+  cancelled and retriable-status-codes; istio/istio pilot/pkg/networking/core/route/retry/retry.go).
+- `retry` with `attempts = 0` writes `attempts: 0` alone: Istio refuses `perTryTimeout`,
+  `retryOn` and `backoff` beside it, and they would do nothing.
+- Durations are written in milliseconds (`perTryTimeout: "25ms"`), Istio's precision.
+
+## Files
+
+| file | client | configuration | parameters |
+|---|---|---|---|
+""" + "\n".join(rows) + "\n"
+
+
+def compile_istio(space, header: dict, out_dir, fmt: str, force: bool, options: MeshOptions, say) -> list:
+    """`rbl compile --target istio -o DIR`: the plan and the Istio resources, with the same
+    directory safety as the other targets (CompileDirectory)."""
+    from ..compiler.plan import write_plan
+    from .output_dir import CompileDirectory, write_file
+    texts = render_all(space, header, options, say)          # before anything is written
+    directory = CompileDirectory(out_dir, force)
+    directory.claim()
+    files = write_plan(space, out_dir, fmt)
+    # through output_dir.write_file like every compiled file: never written through a link
+    files += [write_file(out_dir, name, text.encode("utf-8")) for name, text in texts.items()]
+    directory.finish(files, header["source"]["path"])
+    if directory.previous:
+        say(f"note: replaced the previous compile of {directory.previous_spec or 'a spec'} in {out_dir}")
+    count = len(texts) - 2
+    say(f"wrote {out_dir}: plan and {count} Istio configuration file{'s' if count != 1 else ''} in "
+        f"{ISTIO_DIR}/ (kubectl apply -f one of them; {README_FILE} says which is which)")
+    return files
