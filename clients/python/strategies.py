@@ -109,7 +109,7 @@ def baseline(params: dict) -> Callable[[Call], Call]:
 # The mesh client's policies are its sidecar's: here they only check the job names the sidecar's
 # parameters (so a job meant for another library is refused) and send the request as it is.
 ISTIO_POLICIES = {
-    "retry": {"attempts": int, "perTryTimeout": _NUMBER, "retryOn": str},
+    "retry": {"attempts": int, "perTryTimeout": _NUMBER, "retryOn": str, "backoff": _NUMBER},
     "circuit_breaker": {"maxConnections": int, "http1MaxPendingRequests": int, "http2MaxRequests": int,
                         "maxRequestsPerConnection": int, "maxRetries": int},
     "outlier_detection": {"consecutive5xxErrors": int, "consecutiveGatewayErrors": int, "interval": _NUMBER,

@@ -70,6 +70,20 @@ def sidecar_bootstrap(addresses: SidecarAddresses, rds_path: str, cds_path: str,
             "static_resources": {"listeners": [listener]}}
 
 
+def static_bootstrap(addresses: SidecarAddresses, pattern: str, config: dict, node_id: str = "rbl-sidecar") -> dict:
+    """One configuration's sidecar as a self-contained bootstrap (route and cluster inline): what
+    the file-driven sidecar runs for it, in the form Envoy's validation and a restart take."""
+    route = {key: value for key, value in route_configuration(pattern, config).items() if key != "@type"}
+    upstream = {key: value for key, value in cluster(pattern, config, addresses).items() if key != "@type"}
+    bootstrap = sidecar_bootstrap(addresses, "unused", "unused", node_id)
+    del bootstrap["dynamic_resources"]
+    manager = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    del manager["rds"]
+    manager["route_config"] = route
+    bootstrap["static_resources"]["clusters"] = [upstream]
+    return bootstrap
+
+
 def _retry_policy(retry: dict | None) -> dict | None:
     """HTTPRetry as Istio translates it; None means no retries."""
     attempts = DEFAULT_ATTEMPTS if retry is None else retry.get("attempts", DEFAULT_ATTEMPTS)

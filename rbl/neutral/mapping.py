@@ -228,6 +228,26 @@ def _backoff(neutral: Neutral, out: _Native) -> None:
                            "interval": _ms_value(backoff.initial_ms if backoff.kind == "constant" else Fraction(0))})
 
 
+def _waits_text(neutral: NeutralRetry) -> str:
+    waits = neutral.waits()
+    shown = ", ".join(f"{w:g}" for w in waits[:4]) + (", ..." if len(waits) > 4 else "")
+    return f"{shown} ms"
+
+
+def _istio(neutral: Neutral, out: _Native) -> None:
+    """A retry only (Istio's circuit breaker is a connection-pool limit, not a failure count):
+    attempts exactly; the waits are Envoy's, random (full jitter), whatever the neutral backoff."""
+    out.params["attempts"] = neutral.attempts - 1            # Istio counts retries
+    out.params["retryOn"] = "5xx"                            # any 5xx, reset or failed connection
+    backoff = neutral.backoff
+    base = backoff.initial_ms if backoff.kind != "none" else Fraction(1)
+    out.whole_ms("backoff", base, minimum=1)
+    if neutral.attempts > 1:
+        out.gaps.append(Gap(f"Envoy's retry waits are random: before retry k, uniform in [0, min(backoff * 2^(k-1), "
+                            f"10 * backoff)), not the waits {_waits_text(neutral)}",
+                            f"backoff = {_ms(Fraction(out.params['backoff']))} (Envoy's base)"))
+
+
 MAPPERS: dict[str, Callable[[Neutral, _Native], None]] = {
     "resilience4j": _resilience4j,
     "polly": _polly,
@@ -238,7 +258,10 @@ MAPPERS: dict[str, Callable[[Neutral, _Native], None]] = {
     "failsafe": _failsafe,
     "gobreaker": _gobreaker,
     "backoff": _backoff,
+    "istio": _istio,
 }
+# the neutral patterns each library can take, when not both
+MAPPED_PATTERNS = {"istio": ("retry",)}
 
 
 def map_neutral(library: str, pattern_def, neutral: Neutral) -> Mapped:

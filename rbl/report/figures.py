@@ -45,7 +45,9 @@ def _configuration_styles(cells: list[Cell], labeller: Labeller) -> dict[str, di
 
 def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
     labeller = Labeller(header)
-    libraries = list(dict.fromkeys(c.library for c in cells))
+    # a metric only some clients have (a mesh client's sidecar counters): the others get no row
+    measured = {c.library for c in cells if c.estimates.get(metric) and c.estimates[metric].median is not None}
+    libraries = [library for library in dict.fromkeys(c.library for c in cells) if library in measured or not measured]
     users = sorted({c.users for c in cells})
     rates = sorted({c.fault_rate for c in cells})
     styles = _configuration_styles(cells, labeller)

@@ -11,6 +11,8 @@ import json
 METRIC_TITLES = {
     "successTimePerRequest": "average success time (ms)",
     "totalExecutionTime": "total execution time (ms)",
+    "circuitBrokenRequests": "circuit-broken requests (sidecar 503 UO)",
+    "sidecarRetries": "sidecar retries in the round",
 }
 
 

@@ -25,7 +25,11 @@ LINE_LIMIT = 1 << 20                    # bytes in one scenario line; real ones 
 INT32, INT64 = 2**31 - 1, 2**63 - 1
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?(#[0-9]{1,9})?")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# a composed client's pattern joins its patterns with + and qualifies its parameters (retry.attempts)
+_PATTERN = re.compile(rf"(?=.{{1,128}}$){_NAME}(\+{_NAME})*")
+_PARAMETER = re.compile(rf"(?=.{{1,128}}$){_NAME}(\.{_NAME})?")
+_LABEL = re.compile(rf"{_NAME}(\.{_NAME}(\+{_NAME})*)?(#[0-9]{{1,9}})?")
 _SCENARIO_ID = re.compile(r"[0-9a-f]{12}")
 _SCENARIO_KEYS = frozenset(("id", "index", "fault", "users", "client", "library", "pattern", "config", "successes",
                             "max_requests"))
@@ -286,13 +290,14 @@ def _shape_problem(s: object) -> str | None:
             return _invalid(s, key)
     if not (type(s["client"]) is str and len(s["client"]) <= 300 and _LABEL.fullmatch(s["client"])):
         return _invalid(s, "client")
-    for key in ("library", "pattern"):
-        if not (type(s[key]) is str and _IDENTIFIER.fullmatch(s[key])):
-            return _invalid(s, key)
+    if not (type(s["library"]) is str and _IDENTIFIER.fullmatch(s["library"])):
+        return _invalid(s, "library")
+    if not (type(s["pattern"]) is str and _PATTERN.fullmatch(s["pattern"])):
+        return _invalid(s, "pattern")
     if not (type(config) is dict and len(config) <= 1000):
         return _invalid(s, "config")
     for key, value in config.items():
-        if not (type(key) is str and _IDENTIFIER.fullmatch(key) and _scalar(value)):
+        if not (type(key) is str and _PARAMETER.fullmatch(key) and _scalar(value)):
             return f"config.{_short(key, 40)}: {_show(value)} is not valid"
     return None
 
