@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rbl.backends.istio_manifests import translate
-from rbl.backends.mesh_policy import policies_of
+from rbl.libraries.composition import policies_of
 
 from .artifact_check import check_istio
 

@@ -44,7 +44,7 @@ def test_baseline_and_zero_attempts_switch_retries_off():
 
 
 def test_retry_fields_map_onto_the_route():
-    policy = _route("retry", {"attempts": 5, "perTryTimeout": 25, "retryOn": "5xx,503,reset", "backoff": 100})
+    policy = _route("retry", {"attempts": 5, "perTryTimeout": 25, "retryOn": "5xx,503,reset", "backoff": 100})["retry_policy"]
     assert policy["num_retries"] == 5
     assert policy["retry_on"] == "5xx,reset,retriable-status-codes"
     assert policy["retriable_status_codes"] == [503]

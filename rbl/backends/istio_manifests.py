@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from .. import __version__
 from ..errors import UsageError
 from ..yaml_text import comment_text, yaml_quote
-from .mesh_policy import policies_of
+from ..libraries.composition import policies_of
 
 ISTIO_DIR = "istio"
 INDEX_FILE = f"{ISTIO_DIR}/index.json"

@@ -7,6 +7,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..compiler import ast
+from .composition import SEPARATOR
 from ..compiler.diagnostics import Diagnostics
 from ..compiler.source import SourceFile, Span
 from ..compiler.types import Bound, ParamDef, ParamType, coerce, describe_type
@@ -19,7 +20,7 @@ COMPOSITIONS = ("policies",)
 PRELUDE_NAME = "<prelude>"
 
 
-COMPOSED_SEPARATOR = "+"
+COMPOSED_SEPARATOR = SEPARATOR
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..errors import UsageError
+from ..libraries.composition import policies_of
 
 HINT = "a plan is what `rbl compile SPEC -o DIR` writes: compile the spec again rather than editing the plan"
 LINE_LIMIT = 1 << 20                    # bytes in one scenario line; real ones are well under 1 KB
@@ -299,6 +300,10 @@ def _shape_problem(s: object) -> str | None:
     for key, value in config.items():
         if not (type(key) is str and _PARAMETER.fullmatch(key) and _scalar(value)):
             return f"config.{_short(key, 40)}: {_show(value)} is not valid"
+    try:
+        policies_of(s["pattern"], config)
+    except ValueError as error:
+        return f"config: {error}"
     return None
 
 
