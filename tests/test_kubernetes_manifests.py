@@ -121,10 +121,10 @@ def test_the_runner_image_context_holds_every_client_where_the_pods_rbl_looks(tm
     assert done.returncode == 0, done.stderr
     context = tmp_path / "k" / "kubernetes" / "image"
     dockerfile = (context / "Dockerfile").read_text()
-    assert 'LABEL dev.rbl.runner.clients="python,resilience4j,node,go"' in dockerfile
+    assert 'LABEL dev.rbl.runner.clients="python,mesh,resilience4j,node,go"' in dockerfile
     assert "ARG BASE_IMAGE=" in dockerfile and "mvn" not in dockerfile and "npm ci" not in dockerfile
     job = _documents(tmp_path)["Job"]
-    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == "python,resilience4j,node,go"
+    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == "python,mesh,resilience4j,node,go"
     built = context / "client-cache" / "rbl" / "clients"
     assert sorted(p.name for p in built.iterdir()) == sorted(cached_artifact(kind).name for kind in BUILT_CLIENTS)
     for kind in BUILT_CLIENTS:     # the image's sources have the digest its builds are named by
