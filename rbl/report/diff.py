@@ -150,8 +150,12 @@ def print_diff(diff: RunDiff, console: Console) -> None:
     rows = []
     for c in diff.cells:
         r = c.result
-        interval = ("too few observations" if r.low is None
-                    else f"[{r.low:.4g}, {r.high:.4g}]" + ("*" if c.method == "rounds-t" else ""))
+        if r.a.median is None and r.b.median is None:
+            interval = "not measured"        # e.g. a sidecar's metric for a library client
+        elif r.low is None:
+            interval = "too few observations"
+        else:
+            interval = f"[{r.low:.4g}, {r.high:.4g}]" + ("*" if c.method == "rounds-t" else "")
         rows.append((c.label, [f"{c.fault_rate:g}", str(c.users), c.metric, _number(r.a.median), _number(r.b.median),
                                _number(r.difference), interval, "[bold red]differs[/bold red]" if r.significant else ""]))
     title = f"median(B) - median(A) [{diff.confidence:.0%} CI]; A = {diff.run_a}, B = {diff.run_b}"
