@@ -12,7 +12,7 @@ import sys
 
 from pygments import highlight
 from pygments.formatters import TerminalFormatter
-from pygments.lexer import RegexLexer, bygroups, include, words
+from pygments.lexer import RegexLexer, bygroups, default, include, words
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text,
                             Whitespace)
 
@@ -40,10 +40,10 @@ class RblLexer(RegexLexer):
             (r"\n", Whitespace),
             (r"[ \t\f]+", Whitespace),
             (r"//.*?$", Comment.Single),
-            # client LIBRARY.PATTERN [as NAME]
-            (rf"(client)(\s+)({IDENT})(\s*)(\.)(\s*)({IDENT})(?:(\s+)(as)(\s+)({IDENT}))?",
+            # client LIBRARY.PATTERN [+ PATTERN ...] [as NAME]
+            (rf"(client)(\s+)({IDENT})(\s*)(\.)(\s*)({IDENT})",
              bygroups(Keyword.Declaration, Whitespace, Name.Namespace, Whitespace, Punctuation, Whitespace,
-                      Name.Class, Whitespace, Operator.Word, Whitespace, Name.Label)),
+                      Name.Class), "client-tail"),
             (rf"(space|library)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Namespace)),
             (rf"(pattern)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Class)),
             # library-neutral values: let NAME = retry(attempts: 3, backoff: constant(50ms))
@@ -55,6 +55,12 @@ class RblLexer(RegexLexer):
             (words(OPERATORS), Operator),
             (words(PUNCTUATION), Punctuation),
             (IDENT, Name),
+        ],
+        # a composed client's further patterns, then its label
+        "client-tail": [
+            (rf"([ \t]*)(\+)([ \t]*)({IDENT})", bygroups(Whitespace, Operator, Whitespace, Name.Class)),
+            (rf"([ \t]+)(as)([ \t]+)({IDENT})", bygroups(Whitespace, Operator.Word, Whitespace, Name.Label), "#pop"),
+            default("#pop"),
         ],
         "keywords": [
             (words(("assert", "use"), suffix=r"\b"), Keyword),
