@@ -37,8 +37,8 @@ space cluster {
   }
 }
 """
-# rbl's clients in three other runtimes (JVM, Node.js, Go), each in the runner image, sharded so
-# that every pod runs some of them
+# rbl's clients in three other runtimes (JVM, Node.js, Go) and the mesh client (a sidecar Envoy),
+# each in the runner image, sharded so that every pod runs some of them
 POLYGLOT = """
 space polyglot {
   rounds = 1
@@ -54,6 +54,10 @@ space polyglot {
   client resilience4j.retry { use two_tries }
   client cockatiel.retry { use two_tries }
   client failsafe.retry { use two_tries }
+  client istio.retry {            // the mesh client: its sidecar Envoy retries, in the pod
+    attempts = 1
+    retryOn = "5xx"
+  }
 }
 """
 TIMEOUT = 900
@@ -129,8 +133,8 @@ def test_three_shards_on_the_cluster_give_the_rows_of_a_local_run(cluster, local
 
 
 def test_jvm_node_and_go_clients_run_in_the_shards_as_locally(cluster, tmp_path):
-    """The runner image holds every client: Resilience4j, cockatiel and failsafe-go shards on the
-    cluster give the rows of a local run of the same plan."""
+    """The runner image holds every client: Resilience4j, cockatiel, failsafe-go and mesh shards on
+    the cluster give the rows of a local run of the same plan."""
     kubeconfig, core, batch = cluster
     (tmp_path / "polyglot.rbl").write_text(POLYGLOT)
     local = run_rbl("run", "polyglot.rbl", "-o", "local", "--proxy", "builtin", cwd=tmp_path, timeout=TIMEOUT)
@@ -140,12 +144,19 @@ def test_jvm_node_and_go_clients_run_in_the_shards_as_locally(cluster, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "shards: 3 done" in done.stderr
     merged, whole = _rows(tmp_path / "merged"), _rows(tmp_path / "local")
-    assert _keys(tmp_path / "merged") == _keys(tmp_path / "local") and len(merged) == 3 * 2 * (1 + 2)
+    assert _keys(tmp_path / "merged") == _keys(tmp_path / "local") and len(merged) == 4 * 2 * (1 + 2)
     # the invariants of the plan, in both: a 0% fault needs exactly `successes` requests, a 100%
     # fault ends at max_requests; every library answered in the cluster as locally
     for rows in (merged, whole):
         assert all(r["totalRequests"] == (3 if r["faultPercentage"] == 0 else 12) for r in rows)
-    assert {r["lib"] for r in merged} == {"resilience4j", "cockatiel", "failsafe"}
+    assert {r["lib"] for r in merged} == {"resilience4j", "cockatiel", "failsafe", "istio"}
+    # the sidecar retried each request once under the full abort: twice the requests at the proxy
+    mesh = [r for r in merged if r["lib"] == "istio" and r["faultPercentage"] == 100]
+    for scenario in {r["scenarioId"] for r in mesh}:
+        rows = [r for r in mesh if r["scenarioId"] == scenario]
+        assert rows[0]["proxyRequests"] == 2 * sum(r["totalRequests"] for r in rows)
+        assert all(r["sidecarRetries"] == sum(x["totalRequests"] for x in rows) for r in rows)
+    assert mesh and not any(r["oracleViolations"] for r in mesh)
     # each shard ran in a pod of its own, started its clients there, and is merged with its host
     manifest = json.loads((tmp_path / "merged" / "manifest.json").read_text())
     assert len({s["host"]["hostname"] for s in manifest["shards"]}) == 3
