@@ -105,3 +105,12 @@ def test_a_neutral_retry_maps_its_attempts_exactly_and_its_waits_only_approximat
     scenario = next(iter_scenarios(result.space))
     assert scenario["config"]["attempts"] == 3 and scenario["config"]["backoff"] == 25
     assert scenario["config"]["retryOn"] == "5xx"
+
+
+def test_istio_retry_behaviour_knows_which_answers_envoy_retries():
+    from rbl.neutral.semantics import behaviour_of
+    default = behaviour_of("istio", "retry", {"attempts": 2})
+    assert (default.attempts, default.waits) == (1, ())          # connection failures only: not a 503
+    tuned = behaviour_of("istio", "retry", {"attempts": 3, "retryOn": "5xx", "backoff": 40})
+    assert tuned.attempts == 4 and tuned.waits is None and "400 ms" in tuned.random
+    assert behaviour_of("istio", "retry", {"attempts": 2, "retryOn": "connect-failure,503"}).attempts == 3

@@ -271,6 +271,22 @@ def backoff_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviou
     return RetryBehaviour(attempts, tuple(waits))
 
 
+# retryOn conditions under which Envoy retries an upstream 5xx answer (an abort fault's)
+RETRIES_5XX = ("5xx", "gateway-error", "retriable-status-codes")
+
+
+def istio_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
+    """Istio's HTTPRetry in the sidecar Envoy: attempts + 1 tries of an upstream 5xx when retryOn
+    names 5xx (or the status); Istio's default conditions retry failed connections only. The waits
+    are Envoy's full jitter: uniform in [0, min(backoff * 2^(k-1), 10 * backoff))."""
+    tokens = set((c.get("retryOn") or "").split(","))
+    retried = c["attempts"] if tokens & set(RETRIES_5XX) or any(t.isdigit() for t in tokens) else 0
+    if retried == 0:
+        return RetryBehaviour(1, ())
+    base = c.get("backoff", 25)
+    return RetryBehaviour(retried + 1, None, f"Envoy's full jitter below min({base} ms * 2^(k-1), {10 * base} ms)")
+
+
 SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
     ("resilience4j", "retry"): resilience4j_retry,
     ("resilience4j", "circuit_breaker"): resilience4j_circuit_breaker,
@@ -285,6 +301,7 @@ SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
     ("failsafe", "circuit_breaker"): failsafe_circuit_breaker,
     ("gobreaker", "circuit_breaker"): gobreaker_circuit_breaker,
     ("backoff", "retry"): backoff_retry,
+    ("istio", "retry"): istio_retry,
 }
 
 
