@@ -127,3 +127,72 @@ def test_the_mesh_client_sends_one_request_per_call():
     assert call_violations([{"ok": True, "requests": [[0, 5, 200]]}, {"ok": False, "requests": [[6, 1, 503, "UO"]]}]) == []
     found = call_violations([{"ok": False, "requests": [[0, 5, 503], [9, 5, 503]]}, {"ok": True, "requests": [[20, 1, 503]]}])
     assert [v.oracle for v in found] == ["mesh.client", "mesh.client"]
+
+
+EJECTION_AND_TIMEOUT = """
+space sidecar_faults {
+  users = 2
+  successes = 3
+  max_requests = 30
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate = 100%
+
+  client istio.outlier_detection as ejects {
+    consecutive5xxErrors = 2
+    interval = 10ms
+    baseEjectionTime = 10s
+    maxEjectionPercent = 100
+  }
+  client istio.outlier_detection as never_ejects {      // 10% of one host is no host
+    consecutive5xxErrors = 2
+    interval = 10ms
+  }
+}
+"""
+
+TIMEOUTS = """
+space sidecar_timeouts {
+  users = 2
+  successes = 2
+  max_requests = 4
+  target = "/bytes/64"
+  fault.kind = delay
+  fault.duration = 300ms
+  fault.rate = 100%
+
+  client istio.timeout { timeout = 60ms }
+  client istio.baseline {}
+}
+"""
+
+
+def _run(spec: str, tmp_path: Path) -> list[dict]:
+    (tmp_path / "spec.rbl").write_text(spec)
+    done = run_rbl("run", "spec.rbl", "-o", "run", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+
+
+def test_outlier_detection_ejects_the_only_host_only_at_100_percent(tmp_path):
+    rows = _run(EJECTION_AND_TIMEOUT, tmp_path)
+    ejects, never = _by(rows, "ejects"), _by(rows, "never_ejects")
+    assert all(r["sidecarEjections"] >= 1 for r in ejects)
+    assert sum(r["ejectedRequests"] for r in ejects) > 0             # 503 "no healthy upstream" (UH)
+    # an ejected host's requests never reach the proxy: fewer upstream requests than client requests
+    assert ejects[0]["proxyRequests"] < sum(r["totalRequests"] for r in ejects)
+    assert all(r["sidecarEjections"] == 0 and r["ejectedRequests"] == 0 for r in never)
+    assert never[0]["proxyRequests"] == sum(r["totalRequests"] for r in never)
+    assert not any(r["oracleViolations"] for r in rows)
+
+
+def test_the_route_timeout_answers_504_no_earlier_than_its_bound(tmp_path):
+    rows = _run(TIMEOUTS, tmp_path)
+    timed = _by(rows, "istio.timeout")
+    assert all(r["timedOutRequests"] == r["totalRequests"] == 4 for r in timed)
+    assert all(r["sidecarTimeouts"] == 8 for r in timed)                  # 2 users x 4 requests
+    # each request ended at the 60 ms timeout, not at the 300 ms delay and never before 60 ms
+    assert all(60 <= r["latencyP50"] < 300 for r in timed)
+    baseline = _by(rows, "istio.baseline")
+    assert all(r["timedOutRequests"] == 0 and r["latencyP50"] >= 300 for r in baseline)
