@@ -68,6 +68,9 @@ class RecordingTarget:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY: the head and the body are two writes, and with Nagle the body waited for
+            # the proxy's delayed ACK (measured: 44 ms per request instead of about 1 ms)
+            disable_nagle_algorithm = True
 
             def do_GET(self) -> None:                   # noqa: N802 (http.server's name)
                 arrival = target._enter(self.path)
