@@ -74,6 +74,25 @@ space dockerpolyglot {
 }
 """
 LONG_SPACE = SPACE.replace("rounds = 1", "rounds = 50").replace("space dockertest", "space dockerlong")
+# Istio's policies in a sidecar Envoy container beside the mesh client: a pool limit below (1) and
+# above (20) the 4 users, and retries of the injected 503s
+MESH_SPACE = """
+space dockermesh {
+  rounds = 1
+  users = 4
+  successes = 5
+  max_requests = 40
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate = 50%
+  client istio.retry + circuit_breaker {
+    retry.attempts = 2
+    retry.retryOn = "5xx"
+    circuit_breaker.http2MaxRequests in [1, 20]
+  }
+}
+"""
 
 
 def rbl(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -177,6 +196,75 @@ def test_ctrl_c_leaves_no_containers_or_networks(engine, tmp_path):
     assert process.wait(timeout=120) == 130
     assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerlong")
     assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("network", ["host", "bridge"])
+def test_an_istio_client_runs_behind_a_sidecar_envoy_container(engine, tmp_path, network):
+    (tmp_path / "s.rbl").write_text(MESH_SPACE)
+    done = rbl("run", "s.rbl", "-o", "run", "--backend", "docker", "--network", network, *IMAGES, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 4                                          # every scenario, every user
+    by_limit = {limit: [r for r in rows if r["config"]["circuit_breaker.http2MaxRequests"] == limit]
+                for limit in (1, 20)}
+    assert all(len(found) == 4 for found in by_limit.values())
+    # the sidecar's pool refuses requests only when the users can fill it
+    assert sum(r["circuitBrokenRequests"] for r in by_limit[1]) > 0
+    assert [r["circuitBrokenRequests"] for r in by_limit[20]] == [0] * 4
+    assert all(r["sidecarPoolOverflows"] == 0 for r in by_limit[20])
+    # the injected 503s are retried by the sidecar, not by the client (one request per call)
+    assert all(r["sidecarRetries"] > 0 for r in rows)
+    assert all(r["totalRequests"] == r["totalCalls"] for r in rows)
+    assert [r["oracleViolations"] for r in rows if r["oracleViolations"]] == []
+    assert not (run / "failures.jsonl").exists() or not (run / "failures.jsonl").read_text().strip()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["versions"]["istio"] == ENVOY_WHEEL_VERSION and manifest["sessions"][-1]["status"] == "finished"
+    assert any(name.endswith("-sidecar-istio") for name in manifest["sessions"][-1]["pids"])
+    # the runner switched the sidecar by renaming files into its bind-mounted directory
+    cds = json.loads((run / "deployment" / "envoy" / "sidecar-istio" / "cds.json").read_text())
+    assert int(cds["version_info"]) == 1 + 2
+    assert (run / "logs" / "sidecar-istio.log").exists()
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockermesh")
+    assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
+
+
+@pytest.mark.docker
+def test_a_dry_run_with_an_istio_client_starts_its_sidecar_and_leaves_nothing(engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(MESH_SPACE)
+    done = rbl("run", "s.rbl", "--backend", "docker", "--dry-run", *IMAGES, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"istio client service (mesh): healthy, istio {ENVOY_WHEEL_VERSION}" in done.stderr + done.stdout
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockermesh")
+    assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
+
+
+@pytest.mark.docker
+def test_a_sidecar_that_dies_costs_one_round_and_is_replaced_with_its_client(engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(MESH_SPACE.replace("rounds = 1", "rounds = 30")
+                                    .replace("space dockermesh", "space dockermeshkill"))
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "s.rbl", "-o", "run", "--backend", "docker",
+                                *IMAGES], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    results = tmp_path / "run" / "results.jsonl"
+    deadline = time.monotonic() + 600
+    while not results.exists() or not results.stat().st_size:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.poll() else ""
+        time.sleep(0.1)
+    (sidecar,) = docker_json("ps", "--filter", "label=rbl.plan=dockermeshkill", "--filter", "label=rbl.role=sidecar")
+    subprocess.run(["docker", "kill", sidecar["ID"]], check=True, capture_output=True)
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 3, stderr                          # finished, with the failed round listed
+    (failure,) = [json.loads(line) for line in (tmp_path / "run" / "failures.jsonl").read_text().splitlines()]
+    assert "sidecar-istio" in failure["reason"] and "restarting the istio client service" in stderr
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(rows) == (2 * 30 - 1) * 4 and [r for r in rows if r["oracleViolations"]] == []
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockermeshkill")
+    resumed = rbl("run", "--resume", "run", "--backend", "docker", *IMAGES, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(results.read_text().splitlines()) == 2 * 30 * 4
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockermeshkill")
 
 
 def pinned_versions() -> dict[str, str]:

