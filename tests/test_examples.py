@@ -13,7 +13,10 @@ from .conftest import EXAMPLES
 PAPER_SIZES = {"ccpe-listing3.rbl": 90, "ccpe-listing4.rbl": 210, "sbrc2022-retry.rbl": 54}
 # The papers' Polly/Resilience4j retry pairs are not equivalent (docs/library-semantics.md section 7):
 # the equivalence lint must say so, and only there.
-EXPECTED_WARNINGS = {"ccpe-listing4.rbl": ["W0501"], "sbrc2022-retry.rbl": ["W0501"]}
+EXPECTED_WARNINGS = {"ccpe-listing4.rbl": ["W0501"], "sbrc2022-retry.rbl": ["W0501"],
+                     # Envoy's waits are random (accepted with approximate = true), and Istio's default
+                     # retry leaves a 503 alone: unlike the three libraries' 4 attempts
+                     "mesh-vs-library.rbl": ["W0503", "W0501", "W0501", "W0501"]}
 ALL = sorted(p.name for p in EXAMPLES.glob("*.rbl"))
 
 

@@ -5,6 +5,8 @@ the mesh oracles, which must stay silent for a correct sidecar and speak for a w
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections import defaultdict
 from pathlib import Path
 
@@ -196,3 +198,41 @@ def test_the_route_timeout_answers_504_no_earlier_than_its_bound(tmp_path):
     assert all(60 <= r["latencyP50"] < 300 for r in timed)
     baseline = _by(rows, "istio.baseline")
     assert all(r["timedOutRequests"] == 0 and r["latencyP50"] >= 300 for r in baseline)
+
+
+LONG_MESH = """
+space long_mesh {
+  rounds = 40
+  users = 2
+  successes = 5
+  max_requests = 50
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate = 20%
+  client istio.retry { attempts = 2
+    retryOn = "5xx" }
+}
+"""
+
+
+def test_a_sidecar_that_dies_mid_run_fails_its_round_and_is_replaced_with_its_client(tmp_path):
+    from .test_run import start_run_in_background
+    process, out = start_run_in_background(tmp_path, LONG_MESH)
+    try:
+        manifest = json.loads((out / "manifest.json").read_text())
+        os.kill(manifest["sessions"][-1]["pids"]["istio sidecar (Envoy)"], signal.SIGKILL)
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 3, stderr                       # a failed round, not a crash
+    assert "Traceback" not in stderr and "restarting the istio client service" in stderr
+    failures = [json.loads(line) for line in (out / "failures.jsonl").read_text().splitlines()]
+    assert 1 <= len(failures) <= 2
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * (40 - len(failures))
+    assert not any(r["oracleViolations"] for r in rows)         # the new sidecar runs the same policy
+    done = run_rbl("run", "--resume", "out", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2 * 40

@@ -93,8 +93,10 @@ class FakeBackend:
     def __exit__(self, *exc): pass
     def pids(self): return {}
     def client_versions(self): return {}
-    def target_url(self, path): return "http://127.0.0.1:9" + path
+    def target_url(self, path, library=None): return "http://127.0.0.1:9" + path
     def client_address(self, library): return "127.0.0.1", 9
+    def configure_client(self, library, pattern, config): pass
+    def client_counters(self, library): return None
     def restart_client(self, library): pass
     def target_probe(self): return self.probe
 

@@ -207,6 +207,6 @@ def _default_metrics(run_dir: Path) -> list[str]:
     try:
         clients = json.loads((run_dir / "plan.json").read_text(encoding="utf-8")).get("clients", [])
         mesh = any(isinstance(c, dict) and c.get("service") == "mesh" for c in clients)
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         mesh = False                     # the plan's own checks report a damaged plan later
     return [*DEFAULT_METRICS, *(MESH_DEFAULT_METRICS if mesh else ())]

@@ -29,12 +29,13 @@ from ...compiler.plan import axis_largest
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
 from ...runner.fault_control import FaultControl
+from ...runner.executor import RoundFailed
 from ...runner.liveness import process_problem
 from ...runner.progress import BuildNotice
 from ..client_builds import BUILT_CLIENTS, RECIPES, client_command, client_jar
 from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
 from ..net import HOST, free_port, reported_version
-from ..sidecar import Sidecar
+from ..sidecar import Sidecar, SidecarError
 from ..sidecar_config import SidecarAddresses
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
@@ -250,10 +251,22 @@ class LocalServices:
 
     def configure_client(self, library: str, pattern: str, config: dict) -> None:
         if library in self.sidecars:
-            self.sidecars[library][1].apply(pattern, config)
+            self._ask_sidecar(library, lambda sidecar: sidecar.apply(pattern, config))
 
     def client_counters(self, library: str) -> dict[str, int] | None:
-        return self.sidecars[library][1].counters() if library in self.sidecars else None
+        return self._ask_sidecar(library, Sidecar.counters) if library in self.sidecars else None
+
+    def _ask_sidecar(self, library: str, ask):
+        """A sidecar that died fails the round, as a client that dies does (the executor then
+        restarts both); a sidecar that answers and refuses a configuration stays an error of the run."""
+        service, sidecar = self.sidecars[library]
+        try:
+            return ask(sidecar)
+        except SidecarError as error:
+            problem = process_problem(service.process)
+            if problem:
+                raise RoundFailed(f"the {service.name} {problem}: {error}; see its log: {service.log_path}") from error
+            raise
 
     def lost_services(self) -> list[tuple[str | None, str]]:
         """(library or None for the target and proxy, why) for every service that is no longer ours."""
