@@ -33,8 +33,8 @@ COUNTERS = {
     "sidecarTimeouts": ("upstream_rq_timeout",),
     "sidecarEjections": ("outlier_detection.ejections_enforced_total",),
 }
-UPDATES = (f"cluster_manager.cds.update_success", f"http.{STAT_PREFIX}.rds.{ROUTE_NAME}.update_success")
-REJECTIONS = (f"cluster_manager.cds.update_rejected", f"http.{STAT_PREFIX}.rds.{ROUTE_NAME}.update_rejected")
+UPDATES = ("cluster_manager.cds.update_success", f"http.{STAT_PREFIX}.rds.{ROUTE_NAME}.update_success")
+REJECTIONS = ("cluster_manager.cds.update_rejected", f"http.{STAT_PREFIX}.rds.{ROUTE_NAME}.update_rejected")
 
 
 class SidecarError(RblError):

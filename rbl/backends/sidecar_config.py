@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..clients.protocol import SIDECAR_FLAGS_HEADER
 from ..libraries.composition import policies_of
+from ..libraries.istio import DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, UNLIMITED
 
 ROUTE_NAME = "outbound"
 CLUSTER_NAME = "upstream"
@@ -21,12 +22,7 @@ STAT_PREFIX = "outbound"
 # UT: timed out, UH: no healthy upstream, URX: retries exhausted), so the mesh client can tell a
 # sidecar's own 503 from the target's without guessing from bodies.
 FLAGS_HEADER = SIDECAR_FLAGS_HEADER
-UNLIMITED = 4294967295              # Istio's threshold when a connection-pool limit is not set (2^32-1)
 CONNECT_TIMEOUT = "10s"             # Istio's default tcp.connectTimeout
-# Istio's default retry policy, used when a client has no `retry` policy (as on a real mesh) and for
-# a retry without retryOn; since Istio 1.24 without 503, so over HTTP/1.1 it retries failed connections only
-DEFAULT_RETRY_ON = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
-DEFAULT_ATTEMPTS = 2
 HOST_SELECTION_ATTEMPTS = 5         # Istio's default: retry on another host where there is one
 OUTLIER_DEFAULTS = {"consecutive5xxErrors": 5, "interval": 10_000, "baseEjectionTime": 30_000,
                     "minHealthPercent": 0}

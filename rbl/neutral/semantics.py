@@ -10,6 +10,8 @@ import struct
 from dataclasses import dataclass
 from typing import Callable
 
+from ..libraries.istio import CONDITIONS_RETRYING_5XX
+
 # Waits closer than this count as equal: no library's timer honours less than a millisecond, and a
 # library that waits whole milliseconds realises 67.5 ms as 67 or 68 (docs/library-semantics.md section 9).
 WAIT_TOLERANCE_MS = 0.5
@@ -271,16 +273,12 @@ def backoff_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviou
     return RetryBehaviour(attempts, tuple(waits))
 
 
-# retryOn conditions under which Envoy retries an upstream 5xx answer (an abort fault's)
-RETRIES_5XX = ("5xx", "gateway-error", "retriable-status-codes")
-
-
 def istio_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     """Istio's HTTPRetry in the sidecar Envoy: attempts + 1 tries of an upstream 5xx when retryOn
     names 5xx (or the status); Istio's default conditions retry failed connections only. The waits
     are Envoy's full jitter: uniform in [0, min(backoff * 2^(k-1), 10 * backoff))."""
     tokens = set((c.get("retryOn") or "").split(","))
-    retried = c["attempts"] if tokens & set(RETRIES_5XX) or any(t.isdigit() for t in tokens) else 0
+    retried = c["attempts"] if tokens & set(CONDITIONS_RETRYING_5XX) or any(t.isdigit() for t in tokens) else 0
     if retried == 0:
         return RetryBehaviour(1, ())
     base = c.get("backoff", 25)

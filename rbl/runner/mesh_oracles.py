@@ -16,10 +16,10 @@ invariants are checked on the sidecar's counters and the requests' response flag
 from __future__ import annotations
 
 from ..libraries.composition import policies_of
+from ..libraries.istio import DEFAULT_ATTEMPTS
 from ..store.metrics import is_success
 from .oracles import Violation
 
-DEFAULT_ATTEMPTS = 2          # Istio's default retry policy (rbl/backends/sidecar_config.py)
 
 
 def allowed_attempts(pattern: str, config: dict) -> int:

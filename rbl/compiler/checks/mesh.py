@@ -6,16 +6,12 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
+from ...libraries.istio import RETRY_CONDITIONS
 from ..axes import RangeAxis
 from ..space import ClientSpec, Param
 from .context import CheckContext
 
 ISTIO = "istio"
-# the conditions Istio's validation accepts in retryOn: Envoy's and gRPC's
-RETRY_ON = ("5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "retriable-4xx",
-            "refused-stream", "retriable-status-codes", "retriable-headers", "envoy-ratelimited",
-            "http3-post-connect-failure", "cancelled", "deadline-exceeded", "internal", "resource-exhausted",
-            "unavailable")
 KNOWN_STATUSES = {status.value for status in HTTPStatus}
 RETRY_FIELDS = ("perTryTimeout", "retryOn", "backoff")   # Istio refuses these with attempts 0
 POOL = "circuit_breaker"
@@ -71,7 +67,7 @@ def _check_pool(ctx: CheckContext, client: ClientSpec, params: dict[str, Param],
 
 
 def _known_condition(token: str) -> bool:
-    if token in RETRY_ON:
+    if token in RETRY_CONDITIONS:
         return True
     return token.isdigit() and len(token) <= 3 and int(token) in KNOWN_STATUSES
 
