@@ -29,7 +29,7 @@ Loop (the paper's rule): before each call, stop when `successes` calls succeeded
   "cut_short": true, and ends the job (stopped_by says which limit). A request interrupted by
   the deadline is reported with status 0. The reply comes at most CUT_GRACE_MS after the deadline.
 Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
-        "stopped_by": "successes" | "max_requests" | "max_duration",
+        "stopped_by": "successes" | "max_requests" | "max_duration" | "disconnected",
         "calls": [{"ok": true, "requests": [[start_us, duration_us, status], ...]},
                   {"ok": false, "requests": [], "repeat": 40},
                   {"ok": false, "requests": [[...]], "cut_short": true}, ...]}
@@ -41,7 +41,28 @@ Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
   "repeat", so a breaker open for a long time does not produce megabytes of identical records.
   A job whose caller disconnected stops at its next check (before each request, between calls
   and during waits, at least every DISCONNECT_CHECK_S), stopped_by "disconnected"; nobody reads it.
-GET /health: {"protocol": 1, "library": NAME, "version": V, "patterns": [...]}
+POST /call body: a /run job (the same fields, checked the same way, the same 400s). The service
+  makes exactly ONE call through the strategy's patterns and replies in /run's shape with exactly
+  one element in "calls"; an open-loop load generator sends many at once, each on a schedule of
+  its own. `successes` is checked but cannot end a /call (it is at least 1).
+  {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N, "stopped_by": "calls",
+   "calls": [{"ok": true, "requests": [[start_us, duration_us, status], ...]}]}
+  stopped_by "calls": the call ended by itself (ok or not). The call is bounded by max_requests and
+  max_duration_ms and cut short exactly as a /run call is: then it is {"ok": false, "requests":
+  [...], "cut_short": true} and stopped_by names the limit (max_requests, max_duration,
+  disconnected). A /call whose deadline passed or whose caller left before its call could start
+  reports that call cut short with no request. A failing call whose pattern sent no request (an
+  open breaker) is {"ok": false, "requests": []}, never with "repeat". start_us counts from the
+  job's start, which is the call's start. Pattern instances: with share "client" the call goes
+  through the instance kept for the job's `instance` key (with each step's position, pattern and
+  params), the same one /run jobs with that key use, so one breaker or bulkhead sees the whole
+  open-loop load; with share "user" each /call gets fresh instances (a breaker that sees one
+  call only). A /call holds its connection as a /run does: --max-jobs counts connections,
+  whichever route they ask for, and a caller may send /calls one after another on a keep-alive
+  connection. Services build nothing per call that costs more than the call's own request (no
+  thread pool, no process): many hundreds per second are served at once.
+GET /health: {"protocol": 1, "library": NAME, "version": V, "patterns": [...], "endpoints": ["/run", "/call"]}
+  ("endpoints": the job routes it serves; a service without it serves /run only)
 Errors, always a JSON {"error": "..."} reply, never a dropped connection (whatever the method:
 CONNECT and unknown methods included; to HEAD the reply has no body, as HTTP requires):
   400 a malformed request or a job the service cannot run (bad JSON, non-UTF-8 body, wrong types,
@@ -59,6 +80,8 @@ from dataclasses import dataclass
 
 PROTOCOL_VERSION = 1
 SHARE_MODES = ("user", "client")
+JOB_ROUTES = ("/run", "/call")       # GET /health's "endpoints"
+ONE_CALL_STOP = "calls"              # a /call's stopped_by when its one call ended by itself
 
 # Limits every client service applies (tests/conformance checks them).
 MAX_BODY_BYTES = 1 << 20             # a job is about 1 KB

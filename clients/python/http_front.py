@@ -29,9 +29,10 @@ MAX_LINGERING = 4096           # refused connections waiting to close; beyond th
 
 @dataclass(frozen=True)
 class Front:
-    """What the service answers: GET /health, and POST /run given (body, caller_gone)."""
+    """What the service answers: GET /health, and POST /run and POST /call given (body, caller_gone)."""
     health: Callable[[], dict]
     run: Callable[[bytes, Callable[[], bool]], tuple[int, dict]]
+    call: Callable[[bytes, Callable[[], bool]], tuple[int, dict]]
 
 
 @dataclass
@@ -167,7 +168,7 @@ class Connection:
     # -- answering ------------------------------------------------------------------------------
     def _dispatch(self, request: Request) -> tuple[int, dict]:
         path = request.path.split("?", 1)[0]
-        routes = {"/health": "GET", "/run": "POST"}
+        routes = {"/health": "GET", "/run": "POST", "/call": "POST"}
         if path not in routes:
             return 404, {"error": f"no route {path[:80]}"}
         if request.method != routes[path]:
@@ -175,7 +176,8 @@ class Connection:
         if path == "/health":
             return 200, self.front.health()
         try:
-            return self.front.run(request.body, lambda: peer_closed(self.sock))
+            job = self.front.run if path == "/run" else self.front.call
+            return job(request.body, lambda: peer_closed(self.sock))
         except JobError as error:
             return 400, {"error": str(error)}
 

@@ -3,7 +3,8 @@
 Each POST /run is one virtual user, served on a thread of a bounded pool: it calls the target
 through the configured patterns, in the paper's loop (until `successes` successful calls or
 `max_requests` requests, within `max_duration_ms`), over one keep-alive connection, and returns
-raw observations. Limits and error replies: see protocol.py.
+raw observations. A POST /call is the same job limited to one call (open-loop load). Limits and
+error replies: see protocol.py.
 
 As `--library istio` it is rbl's mesh client: a plain HTTP client whose policies are its sidecar
 Envoy's (the `--target` is the sidecar), recording the sidecar's response flags with each request.
@@ -28,8 +29,8 @@ from typing import Callable
 from .http_front import Front, serve
 from .job_limits import CutShort, JobGuard
 from .job_request import decode_body, parse_job, parse_target
-from ..protocol import (MAX_FLAGS_CHARS, MAX_JOBS, PROTOCOL_VERSION, SIDECAR_FLAGS_HEADER, CallLog, Job, JobError,
-                        Step)
+from ..protocol import (JOB_ROUTES, MAX_FLAGS_CHARS, MAX_JOBS, ONE_CALL_STOP, PROTOCOL_VERSION, SIDECAR_FLAGS_HEADER,
+                        CallLog, Job, JobError, Step)
 from .strategies import LIBRARIES, Call, RequestFailed, library_version
 
 SHARED_INSTANCES_KEPT = 256
@@ -95,7 +96,7 @@ class ClientService:
 
     def health(self) -> dict:
         return {"protocol": PROTOCOL_VERSION, "library": self.library, "version": self.version,
-                "patterns": list(self.patterns)}
+                "patterns": list(self.patterns), "endpoints": list(JOB_ROUTES)}
 
     def job(self, raw: bytes) -> Job:
         """The job in a POST /run body; JobError (400) for anything protocol.py does not allow."""
@@ -118,7 +119,8 @@ class ClientService:
                     self._shared.popitem(last=False)
             return wrapper
 
-    def run(self, job: Job, caller_gone: Callable[[], bool] = lambda: False) -> dict:
+    def run(self, job: Job, caller_gone: Callable[[], bool] = lambda: False, one_call: bool = False) -> dict:
+        """A /run job, or with one_call a /call: the same loop, stopped after its first call."""
         wrappers = [self._wrapper(job, i) for i in range(len(job.strategy))]
         log = CallLog()
         guard = JobGuard(job.max_duration_ms, job.max_requests, lambda: log.requests + len(target.sent), caller_gone)
@@ -128,17 +130,22 @@ class ClientService:
             call = wrap(call)
         try:
             with guard:
-                stopped_by = self._loop(job, call, target, log, guard)
+                stopped_by = self._loop(job, call, target, log, guard, max_calls=1 if one_call else None)
         finally:
             target.close()
+        if one_call and not log.calls:           # the deadline or the caller went before the call began
+            log.add(False, [], cut_short=True)
         total_us = (time.perf_counter_ns() - guard.started_ns) // 1000
         return {"protocol": PROTOCOL_VERSION, "library": self.library, "version": self.version,
                 "vu": job.vu, "total_us": total_us, "stopped_by": stopped_by, "calls": log.calls}
 
     @staticmethod
-    def _loop(job: Job, call: Call, target: Target, log: CallLog, guard: JobGuard) -> str:
+    def _loop(job: Job, call: Call, target: Target, log: CallLog, guard: JobGuard, max_calls: int | None) -> str:
         """The paper's loop: the limits are checked before each call, and inside it by the guard."""
+        made = 0
         while True:
+            if made == max_calls:
+                return ONE_CALL_STOP
             if log.successful_calls >= job.successes:
                 return "successes"
             if log.requests >= job.max_requests:
@@ -148,6 +155,7 @@ class ClientService:
             if guard.caller_gone():
                 return "disconnected"
             target.sent = []
+            made += 1
             try:
                 call()
                 ok = True
@@ -167,7 +175,10 @@ class ClientService:
 def routes(service: ClientService) -> Front:
     def run(raw: bytes, caller_gone: Callable[[], bool]) -> tuple[int, dict]:
         return 200, service.run(service.job(raw), caller_gone)
-    return Front(health=service.health, run=run)
+
+    def one_call(raw: bytes, caller_gone: Callable[[], bool]) -> tuple[int, dict]:
+        return 200, service.run(service.job(raw), caller_gone, one_call=True)
+    return Front(health=service.health, run=run, call=one_call)
 
 
 def warm_up(server, service: ClientService) -> None:
