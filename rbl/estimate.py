@@ -56,7 +56,10 @@ def request_time_ms(base_ms: float, users: int, cpus: int | None = None) -> floa
 
 
 def user_seconds(scenario: dict, base_ms: float) -> float:
-    """The expected time one virtual user of the scenario takes, in seconds."""
+    """The expected time one virtual user of the scenario takes, in seconds (an open-loop round
+    takes its load's duration, plus the timeout of the last requests at worst)."""
+    if "load" in scenario:
+        return float(scenario["load"]["duration_s"])
     fault = scenario["fault"]
     rate = min(max(float(fault["rate"]) / 100.0, 0.0), 1.0)
     request = request_time_ms(base_ms, scenario["users"])
@@ -124,6 +127,7 @@ def sample_space(space) -> Iterator[dict]:
         return [axis[i * n // count] for i in range(count)]
 
     rates, users = spaced(space.fault.rates, 5), spaced(space.users, 5)
+    loads = list(itertools.islice(space.workload.records(), 50)) if space.workload is not None else [None]
     total = sum(c.configurations for c in space.clients)
     for client in space.clients:
         configs = list(itertools.islice(configurations(client), 200))
@@ -131,7 +135,7 @@ def sample_space(space) -> Iterator[dict]:
         for rate in rates:
             fault = fault_record(space, rate)
             for user in users:
-                for config in configs:
-                    yield ({"fault": fault, "users": user.v, "library": client.library.name,
-                            "pattern": client.pattern.name, "config": config, "successes": space.successes,
-                            "max_requests": space.max_requests}, weight)
+                for config, load in itertools.product(configs, loads):
+                    yield ({"fault": fault, "users": user.v, **({"load": load} if load else {}),
+                            "library": client.library.name, "pattern": client.pattern.name, "config": config,
+                            "successes": space.successes, "max_requests": space.max_requests}, weight / len(loads))

@@ -22,24 +22,47 @@ def _step(axis: RangeAxis) -> str:
     return format_value(Value(axis.type, step))
 
 
+_SHOWN = ("load.rate", "load.rps", "load.arrivals", "load.duration", "load.warmup", "load.profile")
+
+
+def _resources(resources: dict | None) -> str:
+    if not resources:
+        return ""
+    replicas = resources.get("replicas", 1)
+    parts = [f"{replicas} replica{'s' if replicas != 1 else ''}"]
+    if "cpus" in resources:
+        parts.append(f"{resources['cpus']:g} CPU each")
+    if "noisy_cpus" in resources:
+        parts.append(f"the last {resources['noisy_cpus']:g} CPU")
+    return f" ({', '.join(parts)})"
+
+
 def plan_summary(space: TestSpace) -> str:
     fault = space.fault
     what = f"abort {fault.status}" if fault.kind == "abort" else f"delay {format_value(fault.duration)}"
     confs = sum(c.configurations for c in space.clients)
     width = max([len(c.label) for c in space.clients] + [10])
-    lines = [
-        f"space {space.name} ({space.source_name})",
-        f"  target      {space.target}, {space.successes} successes per virtual user, "
-        f"at most {space.max_requests} requests",
+    lines = [f"space {space.name} ({space.source_name})"]
+    if space.workload is None:
+        lines.append(f"  target      {space.target}, {space.successes} successes per virtual user, "
+                     f"at most {space.max_requests} requests")
+    else:
+        lines.append(f"  target      {space.target}{_resources(space.target_resources)}, open-loop load")
+    lines += [
         f"  |F| = {len(fault.rates):<6} fault rates ({what}): {_values(fault.rates)}",
         f"  |U| = {len(space.users):<6} user counts: {_values(space.users)}",
-        f"  sum |CONF_i| = {confs} over {len(space.clients)} client{'s' if len(space.clients) != 1 else ''}:",
     ]
+    if space.workload is not None:
+        lines.append(f"  |L| = {space.loads:<6} loads: " + "; ".join(
+            f"{key} {'in [' + _values(values) + ']' if len(values) > 1 else '= ' + _values(values)}"
+            for key, values in space.workload.settings if len(values) > 1 or key in _SHOWN))
+    lines.append(f"  sum |CONF_i| = {confs} over {len(space.clients)} client{'s' if len(space.clients) != 1 else ''}:")
     for client in space.clients:
         axes = "; ".join(f"{p.name} in [{_values(p.values)}]" for p in client.axes)
         lines.append(f"    {client.label:<{width}} {client.configurations:>6}  {axes}".rstrip())
     lines.append("")
-    lines.append(f"Size(S) = {len(fault.rates)} x {len(space.users)} x {confs} = {space.size} "
+    loads = f"{space.loads} x " if space.workload is not None else ""
+    lines.append(f"Size(S) = {len(fault.rates)} x {len(space.users)} x {loads}{confs} = {space.size} "
                  f"scenario{'s' if space.size != 1 else ''}")
     lines.append(f"runs    = {space.size} x {space.rounds} round{'s' if space.rounds != 1 else ''} = {space.runs}")
     return "\n".join(lines)

@@ -112,11 +112,15 @@ values of one parameter, make it an axis: `x in [a, b]`.
 """),
     "E0209": ("unknown setting", """
 Space settings are: rounds, users, successes, max_requests, target, fault.kind, fault.status,
-fault.duration, fault.rate. Client parameters belong inside a `client` block.
+fault.duration, fault.rate, order, order.seed, warmup, load, target.cpus, target.replicas,
+target.noisy_cpus, and for open-loop load (`load = open`) load.rate, load.rps, load.arrivals,
+load.duration, load.warmup, load.profile, load.peak, load.peak_rps, load.period, load.length,
+load.timeout, load.window, load.slo and load.capacity. Client parameters belong inside a
+`client` block.
 """),
     "E0210": ("setting cannot vary", """
-Only `users`, `fault.rate` and client parameters may be axes (`in`). Other settings take one
-value (`=`). Run separate specs to vary the others.
+Only `users`, `fault.rate`, the `load.*` settings of open-loop load and client parameters may
+be axes (`in`). Other settings take one value (`=`). Run separate specs to vary the others.
 """),
     "E0211": ("unknown enum value", """
 The parameter takes one of a fixed set of names; the help line lists them.

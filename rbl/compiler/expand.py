@@ -114,33 +114,43 @@ def _client_prefix(client: ClientSpec) -> str:
             f'"pattern":{_dumps(client.pattern.name)},"config":')
 
 
+def _loads(space: TestSpace) -> list[dict | None]:
+    """The load dimension's records (open loop), or [None]: closed-loop scenarios have no `load`."""
+    return list(space.workload.records()) if space.workload is not None else [None]
+
+
 def iter_scenario_lines(space: TestSpace) -> Iterator[str]:
-    """Scenario records as compact JSON texts, one per scenario, in Algorithm 1 order."""
+    """Scenario records as compact JSON texts, one per scenario, in Algorithm 1 order (an open-loop
+    load's points inside each user count, before the clients)."""
     tail = f',"successes":{space.successes},"max_requests":{space.max_requests}}}'
     prefixes = [_client_prefix(client) for client in space.clients]
+    loads = [f'"load":{_dumps(load)},' if load is not None else "" for load in _loads(space)]
     index = 0
     for rate in space.fault.rates:           # one at a time: a range of 10^9 rates is never listed
         fault = f'{{"fault":{_dumps(fault_record(space, rate))},'
         for users in space.users:
-            head = f'{fault}"users":{users.v},'
-            for client, prefix in zip(space.clients, prefixes):
-                for config in _configuration_texts(client):
-                    body = head + prefix + config + tail
-                    yield f'{{"id":"{scenario_id(body)}","index":{index},{body[1:]}'
-                    index += 1
+            for load in loads:
+                head = f'{fault}"users":{users.v},{load}'
+                for client, prefix in zip(space.clients, prefixes):
+                    for config in _configuration_texts(client):
+                        body = head + prefix + config + tail
+                        yield f'{{"id":"{scenario_id(body)}","index":{index},{body[1:]}'
+                        index += 1
 
 
 def iter_scenarios(space: TestSpace) -> Iterator[dict]:
     """Scenario records as dicts (the runner's view); identical to iter_scenario_lines."""
     index = 0
+    loads = _loads(space)
     for rate in space.fault.rates:
         fault = fault_record(space, rate)
         for users in space.users:
-            for client in space.clients:
-                for config in configurations(client):
-                    body = {"fault": fault, "users": users.v, "client": client.label,
-                            "library": client.library.name, "pattern": client.pattern.name,
-                            "config": config, "successes": space.successes,
-                            "max_requests": space.max_requests}
-                    yield {"id": scenario_id(_dumps(body)), "index": index, **body}
-                    index += 1
+            for load in loads:
+                for client in space.clients:
+                    for config in configurations(client):
+                        body = {"fault": fault, "users": users.v, **({"load": load} if load else {}),
+                                "client": client.label, "library": client.library.name,
+                                "pattern": client.pattern.name, "config": config,
+                                "successes": space.successes, "max_requests": space.max_requests}
+                        yield {"id": scenario_id(_dumps(body)), "index": index, **body}
+                        index += 1

@@ -123,4 +123,14 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         order=s["order"].v,
         order_seed=s["order.seed"].v if "order.seed" in s else None,
         warmup=s["warmup"].v,
+        workload=ctx.workload,
+        target_resources=_target_resources(s),
     )
+
+
+def _target_resources(settings: dict) -> dict | None:
+    resources = {key.split(".", 1)[1]: float(settings[key].v) for key in ("target.cpus", "target.noisy_cpus")
+                 if key in settings}
+    if settings["target.replicas"].v != 1:
+        resources["replicas"] = settings["target.replicas"].v
+    return resources or None

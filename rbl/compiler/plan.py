@@ -42,6 +42,7 @@ def breakdown(space: TestSpace) -> dict:
     return {
         "faults": len(space.fault.rates),
         "users": len(space.users),
+        **({"loads": space.loads} if space.workload is not None else {}),
         "clients": [{"label": c.label, "configurations": c.configurations} for c in space.clients],
         "text": space.breakdown(),
     }
@@ -62,15 +63,22 @@ def plan_header(space: TestSpace) -> dict:
         "rounds": space.rounds,
         "runs": space.runs,
         "breakdown": breakdown(space),
-        "target": {"path": space.target},
+        "target": {"path": space.target, **(space.target_resources or {})},
         "fault": fault,
         "users": _axis(space.users, lambda v: v.v),
+        **({"load": _load_header(space)} if space.workload is not None else {}),
         "successes": space.successes,
         "max_requests": space.max_requests,
         "clients": [_client(c) for c in space.clients],
         **_design(space),
         **({"assert_noise": {"op": space.noise.op, "percent": space.noise.percent}} if space.noise else {}),
     }
+
+
+def _load_header(space: TestSpace) -> dict:
+    """The open-loop load's settings as the spec gave them (axes as lists of their spelling)."""
+    return {"kind": "open", "axes": list(space.workload.axes),
+            "settings": {key: [format_value(v) for v in values] for key, values in space.workload.settings}}
 
 
 def _design(space: TestSpace) -> dict:

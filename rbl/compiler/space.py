@@ -10,6 +10,7 @@ from .axes import Axis
 from .source import Span
 from .types import ParamDef
 from .units import Value
+from .workload import Workload
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,19 @@ class TestSpace:
     warmup: int = 0                # rounds per scenario before `rounds`, excluded from the report
     overrides: tuple[str, ...] = ()  # command-line overrides applied (rbl/compiler/overrides.py)
     noise: NoiseAssertion | None = None   # `assert noise < N%`, checked after a run
+    workload: Workload | None = None      # open-loop load (rbl/compiler/workload.py); None: closed loop
+    target_resources: dict | None = None  # target.cpus / replicas / noisy_cpus, when the spec sets them
+
+    @property
+    def loads(self) -> int:
+        """|L|: the points of the open-loop load dimension (1 for closed loop)."""
+        return self.workload.size if self.workload is not None else 1
 
     @property
     def size(self) -> int:
-        """Equation 1: |F| x |U| x sum_i |CONF_i|, in closed form."""
-        return len(self.fault.rates) * len(self.users) * sum(c.configurations for c in self.clients)
+        """Equation 1: |F| x |U| x sum_i |CONF_i|, in closed form; an open-loop load's axes
+        multiply it as one more dimension, |L|."""
+        return len(self.fault.rates) * len(self.users) * self.loads * sum(c.configurations for c in self.clients)
 
     @property
     def runs(self) -> int:
@@ -113,4 +122,5 @@ class TestSpace:
     def breakdown(self) -> str:
         """`|F| 5 x |U| 3 x (polly.retry 3 + ...) = 90`, the factor breakdown shown everywhere."""
         clients = " + ".join(f"{c.label} {c.configurations}" for c in self.clients)
-        return (f"|F| {len(self.fault.rates)} x |U| {len(self.users)} x ({clients}) = {self.size}")
+        loads = f" x |L| {self.loads}" if self.workload is not None else ""
+        return (f"|F| {len(self.fault.rates)} x |U| {len(self.users)}{loads} x ({clients}) = {self.size}")

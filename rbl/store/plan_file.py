@@ -146,9 +146,12 @@ def _check_header(header: dict) -> None:
     if [(c["label"], c["configurations"]) for c in breakdown["clients"]] != \
             [(c["label"], c["configurations"]) for c in clients]:
         raise PlanProblem("breakdown.clients does not match clients")
-    size = faults * users * sum(c["configurations"] for c in clients)
+    if ("load" in header) != ("loads" in breakdown):
+        raise PlanProblem("breakdown.loads and load: an open-loop plan has both, a closed-loop plan neither")
+    loads = breakdown.get("loads", 1)
+    size = faults * users * loads * sum(c["configurations"] for c in clients)
     if header["size"] != size:
-        raise PlanProblem(f"size: {header['size']}, but |F| x |U| x sum |CONF_i| = {size}")
+        raise PlanProblem(f"size: {header['size']}, but |F| x |U| x |L| x sum |CONF_i| = {size}")
     if header["runs"] != size * header["rounds"]:
         raise PlanProblem(f"runs: {header['runs']}, but size x rounds = {size * header['rounds']}")
     services: dict[str, str] = {}
@@ -229,6 +232,7 @@ class _ScenarioCheck:
         self.fault = {k: v for k, v in fault.items() if k != "rates"}
         self.rates = _members(fault["rates"])
         self.users = _members(header["users"])
+        self.open_loop = "load" in header
         self.index = 0
 
     def __call__(self, scenario: object) -> None:
@@ -246,6 +250,9 @@ class _ScenarioCheck:
             raise PlanProblem(f"fault {_show(fault)} is not one of the plan's faults")
         if not self.users(scenario["users"]):
             raise PlanProblem(f"users {scenario['users']} is not one of the plan's user counts")
+        if ("load" in scenario) != self.open_loop:
+            raise PlanProblem("load: " + ("every scenario of an open-loop plan has one" if self.open_loop
+                                          else "a closed-loop plan's scenarios have none"))
         for key in ("successes", "max_requests"):
             if scenario[key] != header[key]:
                 raise PlanProblem(f"{key} {scenario[key]} differs from the plan's {header[key]}")
@@ -274,8 +281,9 @@ def _shape_problem(s: object) -> str | None:
     """The schema's scenario definition, as code; None when the scenario has that shape."""
     if type(s) is not dict:
         return "not an object"
-    if s.keys() != _SCENARIO_KEYS:
-        missing, extra = sorted(_SCENARIO_KEYS - s.keys()), sorted(map(str, s.keys() - _SCENARIO_KEYS))
+    keys = _SCENARIO_KEYS | {"load"} if "load" in s else _SCENARIO_KEYS
+    if s.keys() != keys:
+        missing, extra = sorted(keys - s.keys()), sorted(map(str, s.keys() - keys))
         return f"missing {', '.join(missing)}" if missing else f"unexpected {_short(', '.join(extra))}"
     fault, config = s["fault"], s["config"]
     if not (type(s["id"]) is str and _SCENARIO_ID.fullmatch(s["id"])):
@@ -304,6 +312,8 @@ def _shape_problem(s: object) -> str | None:
         policies_of(s["pattern"], config)
     except ValueError as error:
         return f"config: {error}"
+    if "load" in s:       # open-loop plans are small: the schema itself checks their loads
+        return _schema_problem(s, "scenario")
     return None
 
 

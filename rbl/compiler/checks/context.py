@@ -8,6 +8,7 @@ from .. import ast
 from ..diagnostics import Diagnostics
 from ..source import SourceFile
 from ..space import ClientSpec, NoiseAssertion, SizeAssertion
+from ..workload import Workload
 
 
 @dataclass
@@ -21,6 +22,7 @@ class CheckContext:
     clients: list[ClientSpec] = field(default_factory=list)
     assertions: list[SizeAssertion] = field(default_factory=list)
     noise: NoiseAssertion | None = None                 # `assert noise < 5%`
+    workload: Workload | None = None                     # an open-loop space's load dimension (checks/load.py)
     lets: dict = field(default_factory=dict)            # `let` name -> ast.Let
     used_lets: set = field(default_factory=set)
     size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)

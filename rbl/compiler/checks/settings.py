@@ -10,7 +10,9 @@ from ..axes import single
 from ..types import Bound, ParamType, suggest
 from ..units import Value, format_value
 from ..urlpath import target_problem
+from ..workload import LOAD_KINDS, LOAD_SETTINGS
 from .context import CheckContext
+from .load import check_load
 from .values import evaluate_axis, evaluate_single, report_set_twice
 
 
@@ -59,6 +61,22 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
                                                           "at run start and recorded]"),
     "warmup": SettingDef(_int(0, 2**31), Value("int", 0), False,
                          "rounds per scenario run before `rounds`, flagged and left out of the report"),
+    # the workload (rbl/compiler/workload.py): closed-loop virtual users, or open-loop arrivals
+    "load": SettingDef(ParamType("enum", LOAD_KINDS), Value("enum", "closed"), False,
+                       "closed (virtual users, each until `successes`) or open (requests at a rate for a "
+                       "duration, whatever the answers)"),
+    # the target's resources (local backend: a cgroup CPU quota per replica where the machine allows it)
+    "target.cpus": SettingDef(ParamType("float", bounds=(Bound(">", Value("float", Fraction(0))),
+                                                         Bound("<=", Value("float", Fraction(256))))),
+                              None, False, "CPU budget of each target replica, in cores [default: unlimited]"),
+    "target.replicas": SettingDef(_int(1, 65), Value("int", 1), False,
+                                  "target replicas, balanced round robin by the fault proxy"),
+    "target.noisy_cpus": SettingDef(ParamType("float", bounds=(Bound(">", Value("float", Fraction(0))),
+                                                               Bound("<=", Value("float", Fraction(256))))),
+                                    None, False, "CPU budget of the last replica instead of target.cpus "
+                                                 "(a noisy neighbour's share)"),
+    # defaults apply to open-loop spaces only (checks/load.py)
+    **{key: SettingDef(setting.type, None, True, setting.doc) for key, setting in LOAD_SETTINGS.items()},
 }
 
 
@@ -83,7 +101,7 @@ def check_settings(ctx: CheckContext) -> None:
             if not definition.axis:
                 ctx.diags.error("E0210", f"`{key}` cannot vary", item.span, "not an axis",
                                 help=f"bind one value with `{key} = ...`; the axes of a space are "
-                                     "`users` and `fault.rate` (and client parameters)")
+                                     "`users`, `fault.rate`, the `load.*` settings and client parameters")
                 continue
             value = evaluate_axis(item, definition.type, ctx.diags, what)
         else:
@@ -100,7 +118,8 @@ def _unknown(ctx: CheckContext, item) -> None:
         return
     key = item.key.dotted
     guess = suggest(key, SPACE_SETTINGS)
-    known = ", ".join(SPACE_SETTINGS)
+    known = ", ".join(k for k in SPACE_SETTINGS if not k.startswith("load.")) + (
+        ", and for open-loop load " + ", ".join(k for k in SPACE_SETTINGS if k.startswith("load.")))
     ctx.diags.error("E0209", f"unknown setting `{key}`", item.key.span, "not a space setting",
                     help=(f"did you mean `{guess}`? " if guess else "") + f"the settings are {known}; "
                     "client parameters go inside `client <library>.<pattern> { ... }`")
@@ -113,7 +132,8 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
             continue
         if definition.default is not None:
             ctx.settings[key] = single(definition.default) if definition.axis else definition.default
-    if "users" not in seen:
+    open_loop = check_load(ctx, seen, space_head)
+    if "users" not in seen and not open_loop:
         ctx.diags.error("E0213", "the space does not say how many virtual users to run", space_head,
                         "no `users`", help="add `users in [50, 100]` (or `users = 10`)")
     kind = ctx.settings.get("fault.kind")

@@ -1,0 +1,98 @@
+"""The workload's settings together (rbl/compiler/workload.py): what an open-loop space needs, what
+only one kind of load takes, and the profile's parameters, each error at the setting it is about."""
+
+from __future__ import annotations
+
+from .. import ast
+from ..axes import single
+from ..units import Value
+from ..workload import LOAD_SETTINGS, Workload
+from .context import CheckContext
+
+CLOSED_ONLY = ("users", "successes", "max_requests")
+PROFILE_NEEDS = {"constant": (), "ramp": ("peak",), "steps": ("peak", "load.period"),
+                 "spikes": ("peak", "load.period", "load.length")}
+
+
+def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_head) -> bool:
+    """Check the load settings; for an open-loop space, set ctx.workload and return True."""
+    kind = ctx.settings.get("load")
+    load_keys = [key for key in seen if key in LOAD_SETTINGS]
+    if kind is None or kind.v != "open":
+        for key in load_keys:
+            ctx.diags.error("E0219", f"`{key}` only applies to open-loop load", seen[key].key.span,
+                            "the load is closed-loop (virtual users)",
+                            help="add `load = open` to send requests at a rate, or remove it")
+        return False
+    for key in CLOSED_ONLY:
+        if key in seen:
+            ctx.diags.error("E0219", f"`{key}` only applies to closed-loop load", seen[key].key.span,
+                            "open-loop load has no virtual users",
+                            help="an open-loop round sends requests at `load.rate` (or `load.rps`) for "
+                                 "`load.duration`; remove it, or set `load = closed`")
+    ctx.settings["users"] = single(Value("int", 1))
+    _one_of(ctx, seen, "load.rate", "load.rps", seen["load"].span,
+            'add `load.rate in [80%, 120%]` (of the calibrated capacity) or `load.rps = 200`')
+    _profile_checks(ctx, seen)
+    values = {}
+    for key, setting in LOAD_SETTINGS.items():
+        if key in ctx.settings:
+            values[key] = ctx.settings[key]
+        elif setting.default is not None:
+            values[key] = single(setting.default)
+    _warmup_shorter(ctx, seen, values)
+    ctx.workload = Workload(tuple(values.items()))
+    return True
+
+
+def _one_of(ctx, seen, share_key: str, rps_key: str, missing_span, help_text: str) -> None:
+    if share_key in seen and rps_key in seen:
+        ctx.diags.error("E0219", f"`{share_key}` and `{rps_key}` both give the rate", seen[rps_key].key.span,
+                        f"`{share_key}` is already set", help="give the rate one way: a share of capacity "
+                                                              "or requests per second")
+    elif share_key not in seen and rps_key not in seen:
+        ctx.diags.error("E0213", f"open-loop load needs a rate (`{share_key}` or `{rps_key}`)", missing_span,
+                        "no rate", help=help_text)
+
+
+def _profile_checks(ctx: CheckContext, seen: dict) -> None:
+    profile = ctx.settings.get("load.profile")
+    names = [v.v for v in profile] if profile is not None else ["constant"]
+    needs = {need for name in names for need in PROFILE_NEEDS[name]}
+    at = seen.get("load.profile") or seen["load"]
+    for key in ("load.period", "load.length"):
+        if key in needs and key not in seen:
+            ctx.diags.error("E0213", f"the {'/'.join(names)} profile needs `{key}`", at.span, f"no `{key}`",
+                            help=f"add e.g. `{key} = {'20s' if key == 'load.period' else '5s'}`")
+        elif key in seen and key not in needs:
+            ctx.diags.error("E0219", f"`{key}` only applies to the profiles that use it", seen[key].key.span,
+                            f"the profile is {'/'.join(names)}", help="remove it, or set `load.profile`")
+    peak_keys = [key for key in ("load.peak", "load.peak_rps") if key in seen]
+    if "peak" in needs:
+        if "load.rate" in seen and "load.peak_rps" in seen or "load.rps" in seen and "load.peak" in seen:
+            key = peak_keys[-1]
+            ctx.diags.error("E0219", f"`{key}` and the rate are in different units", seen[key].key.span,
+                            "a share of capacity and requests per second",
+                            help="with `load.rate`, give `load.peak` (a share); with `load.rps`, `load.peak_rps`")
+        elif not peak_keys:
+            ctx.diags.error("E0213", f"the {'/'.join(names)} profile needs a peak rate", at.span, "no peak",
+                            help="add `load.peak = 140%` (with load.rate) or `load.peak_rps = 300` (with load.rps)")
+    else:
+        for key in peak_keys:
+            ctx.diags.error("E0219", f"`{key}` only applies to the spikes, steps and ramp profiles",
+                            seen[key].key.span, "the profile is constant", help="remove it, or set `load.profile`")
+    period, length = ctx.settings.get("load.period"), ctx.settings.get("load.length")
+    if period is not None and length is not None and "spikes" in names:
+        if max(v.v for v in length) >= min(v.v for v in period):
+            ctx.diags.error("E0218", "a spike must be shorter than the period it repeats in",
+                            seen["load.length"].value.span, "`load.length` is not below `load.period`",
+                            help="e.g. `load.length = 5s` with `load.period = 60s`")
+
+
+def _warmup_shorter(ctx: CheckContext, seen: dict, values: dict) -> None:
+    warmup, duration = values["load.warmup"], values["load.duration"]
+    if max(v.v for v in warmup) >= min(v.v for v in duration):
+        culprit = seen.get("load.warmup") or seen.get("load.duration")
+        ctx.diags.error("E0218", "the warm-up must be shorter than the duration", culprit.value.span,
+                        "nothing would be measured",
+                        help="`load.warmup` is the first part of `load.duration`, left out of the metrics")

@@ -1,0 +1,151 @@
+"""The workload of a space: closed loop (the seed paper's virtual users, the default) or open loop
+(requests sent at a rate for a duration, whatever the answers; the service-mesh papers' load).
+
+Open-loop settings are `load.*` space settings; every one may be an axis, so the load is one more
+dimension L of the space: Size(S) = |F| x |U| x |L| x sum |CONF_i| (|U| is 1 in open loop). Each
+point of L becomes a scenario's `load` record (load_record), the plan's and the runner's contract:
+
+  {"kind": "open", "rate": {"share": 1.2} | {"rps": 200}, "arrivals": "constant" | "poisson",
+   "duration_s": 20, "warmup_s": 5, "timeout_s": 10, "window_s": 5, "slo_ms": 100,
+   "profile": {"kind": "constant"}
+            | {"kind": "spikes", "peak": RATE, "period_s": 20, "length_s": 5}
+            | {"kind": "steps", "peak": RATE, "period_s": 10}
+            | {"kind": "ramp", "peak": RATE}}
+
+A rate as a share is of the target's calibrated capacity (`rbl calibrate`), resolved when the
+run starts (or fixed by `load.capacity`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterator
+
+from .axes import Axis, iter_product
+from .types import Bound, ParamType
+from .units import DURATION_UNITS, Value, native_number
+
+LOAD_KINDS = ("closed", "open")
+ARRIVALS = ("constant", "poisson")
+PROFILES = ("constant", "spikes", "steps", "ramp")
+MAX_RPS = 1_000_000
+MAX_SHARE = Fraction(10_000)          # 100x the capacity: beyond that a share is a typo
+
+
+def _positive(base: str, at_most: Fraction | None = None) -> ParamType:
+    bounds = [Bound(">", Value(base, Fraction(0)))]
+    if at_most is not None:
+        bounds.append(Bound("<=", Value(base, at_most)))
+    return ParamType(base, bounds=tuple(bounds))
+
+
+_SECOND = Fraction(DURATION_UNITS["s"])
+_DURATION = _positive("duration", 24 * 3600 * _SECOND)
+_SHARE = _positive("percent", MAX_SHARE)
+_RPS = ParamType("int", bounds=(Bound(">=", Value("int", 1)), Bound("<=", Value("int", MAX_RPS))))
+
+
+@dataclass(frozen=True)
+class LoadSetting:
+    type: ParamType
+    default: Value | None
+    doc: str
+
+
+# Each may be an axis. Defaults apply only to an open-loop space.
+LOAD_SETTINGS: dict[str, LoadSetting] = {
+    "load.rate": LoadSetting(_SHARE, None, "arrival rate as a share of the target's calibrated capacity"),
+    "load.rps": LoadSetting(_RPS, None, "arrival rate in requests per second (instead of load.rate)"),
+    "load.arrivals": LoadSetting(ParamType("enum", ARRIVALS), Value("enum", "constant"),
+                                 "constant (evenly spaced) or poisson (exponential gaps, seeded) arrivals"),
+    "load.duration": LoadSetting(_DURATION, Value("duration", 30 * _SECOND), "how long a round sends requests"),
+    "load.warmup": LoadSetting(ParamType("duration", bounds=(Bound(">=", Value("duration", Fraction(0))),)),
+                               Value("duration", Fraction(0)),
+                               "first part of each round, sent but left out of the metrics"),
+    "load.profile": LoadSetting(ParamType("enum", PROFILES), Value("enum", "constant"),
+                                "constant, spikes (to load.peak for load.length every load.period), steps "
+                                "(evenly from the rate to load.peak, each load.period long) or ramp (linear)"),
+    "load.peak": LoadSetting(_SHARE, None, "the profile's highest rate, as a share of capacity"),
+    "load.peak_rps": LoadSetting(_RPS, None, "the profile's highest rate in requests per second"),
+    "load.period": LoadSetting(_DURATION, None, "spikes: time from one spike's start to the next; steps: step length"),
+    "load.length": LoadSetting(_DURATION, None, "spikes: how long each spike lasts"),
+    "load.timeout": LoadSetting(_DURATION, Value("duration", 10 * _SECOND),
+                                "a request not answered within it counts as timed out"),
+    "load.window": LoadSetting(_DURATION, Value("duration", 5 * _SECOND),
+                               "window length for the share of time the p95 met load.slo"),
+    "load.slo": LoadSetting(_DURATION, Value("duration", Fraction(100 * DURATION_UNITS["ms"])),
+                            "the response-time target of the p95 per window"),
+    "load.capacity": LoadSetting(_RPS, None, "the target's capacity in requests per second, instead of "
+                                             "the calibrated one (for load.rate shares)"),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """An open-loop space's load dimension: each load setting's values (one, or an axis)."""
+
+    settings: tuple[tuple[str, Axis], ...]     # (key, values) in LOAD_SETTINGS order, present ones only
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for _, values in self.settings:
+            size *= len(values)
+        return size
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(key for key, values in self.settings if len(values) > 1)
+
+    def records(self) -> Iterator[dict]:
+        """Every point of the load dimension as a scenario's `load` record, first setting slowest."""
+        keys = [key for key, _ in self.settings]
+        for combo in iter_product([values for _, values in self.settings]):
+            yield load_record(dict(zip(keys, combo)))
+
+
+def _seconds(value: Value) -> int | float:
+    return native_number(value.v / _SECOND)
+
+
+def _rate(values: dict, share_key: str, rps_key: str) -> dict | None:
+    if share_key in values:
+        return {"share": native_number(values[share_key].v / 100)}
+    if rps_key in values:
+        return {"rps": values[rps_key].v}
+    return None
+
+
+def load_record(values: dict[str, Value]) -> dict:
+    """One point of the load dimension (setting -> value) as the plan's `load` record."""
+    profile = {"kind": values["load.profile"].v}
+    if profile["kind"] != "constant":
+        profile["peak"] = _rate(values, "load.peak", "load.peak_rps")
+        if profile["kind"] in ("spikes", "steps"):
+            profile["period_s"] = _seconds(values["load.period"])
+        if profile["kind"] == "spikes":
+            profile["length_s"] = _seconds(values["load.length"])
+    record = {"kind": "open", "rate": _rate(values, "load.rate", "load.rps"),
+              "arrivals": values["load.arrivals"].v, "duration_s": _seconds(values["load.duration"]),
+              "warmup_s": _seconds(values["load.warmup"]), "profile": profile,
+              "timeout_s": _seconds(values["load.timeout"]), "window_s": _seconds(values["load.window"]),
+              "slo_ms": native_number(values["load.slo"].v / DURATION_UNITS["ms"])}
+    if "load.capacity" in values:
+        record["capacity_rps"] = values["load.capacity"].v
+    return record
+
+
+def describe_load(record: dict) -> str:
+    """`120% of capacity, spikes to 140% (5 s every 20 s), poisson, 30 s`: a load in one phrase."""
+    def rate(r: dict) -> str:
+        return f"{r['share'] * 100:g}% of capacity" if "share" in r else f"{r['rps']} req/s"
+    profile = record["profile"]
+    text = rate(record["rate"])
+    if profile["kind"] == "spikes":
+        text += f", spikes to {rate(profile['peak'])} ({profile['length_s']:g} s every {profile['period_s']:g} s)"
+    elif profile["kind"] == "steps":
+        text += f", steps to {rate(profile['peak'])} ({profile['period_s']:g} s each)"
+    elif profile["kind"] == "ramp":
+        text += f", ramp to {rate(profile['peak'])}"
+    return f"{text}, {record['arrivals']}, {record['duration_s']:g} s"
