@@ -1,0 +1,182 @@
+"""Per-request records of open-loop rounds: the Parquet round files (rbl/store/requests.py) and the
+overload metrics computed from them (rbl/store/open_metrics.py), checked against values computed by
+hand for small tables."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pyarrow as pa
+import pytest
+
+from rbl.errors import UsageError
+from rbl.store.metrics import percentile
+from rbl.store.open_metrics import (OPEN_LOOP_COLUMNS, _quantile, class_time_series, open_loop_metrics,
+                                    success_cdf)
+from rbl.store.requests import READ_SCHEMA, REQUEST_SCHEMA, read_requests, round_path, write_round_requests
+
+import numpy as np
+
+# seq, scheduled_s, lag_ms, response_ms, status, cls, requests, flags, warmup (warm-up: the first second)
+ROWS = [
+    (0, 0.5, 0.0, 10.0, 200, "success", 1, "", True),
+    (1, 1.0, 1.0, 20.0, 200, "success", 1, "", False),
+    (2, 2.0, 2.0, 40.0, 200, "success", 2, "", False),
+    (3, 3.0, 0.0, 5.0, 500, "failed", 3, "", False),
+    (4, 6.0, 4.0, 200.0, 200, "success", 1, "", False),
+    (5, 7.0, 0.0, 1.0, 503, "circuit_broken", None, "UO", False),
+    (6, 8.0, 10.0, None, 0, "timed_out", 1, "UT", False),
+    (7, 9.0, 0.0, 0.2, 0, "rejected", 0, "", False),
+]
+
+
+def table(rows=ROWS) -> pa.Table:
+    return pa.Table.from_pylist([dict(zip(REQUEST_SCHEMA.names, row)) for row in rows], schema=REQUEST_SCHEMA)
+
+
+# -- the metrics ------------------------------------------------------------------------------------
+def test_metrics_of_a_small_round_match_a_hand_computation():
+    m = open_loop_metrics(table(), window_s=5.0, slo_ms=100.0, measured_s=10.0, start_s=1.0)
+    assert list(m) == list(OPEN_LOOP_COLUMNS)
+    assert m["offeredRequests"] == 7 and m["measuredSeconds"] == 10.0           # the warm-up row is left out
+    assert m["offeredRate"] == pytest.approx(0.7) and m["carriedRate"] == pytest.approx(0.3)
+    assert m["carriedThroughput"] == pytest.approx(3 / 7) == m["successShare"]
+    for share in ("failedShare", "circuitBrokenShare", "timedOutShare", "rejectedShare"):
+        assert m[share] == pytest.approx(1 / 7)
+    # successes 20, 40, 200: linear between closest ranks, positions 1, 1.9, 1.98
+    assert (m["successP50Ms"], m["successP95Ms"], m["successP99Ms"]) == pytest.approx((40.0, 184.0, 196.8))
+    # windows [1, 6): p95 of 20, 40 = 39 < 100; [6, 11): p95 of 200 is not
+    assert m["p95UnderSloShare"] == 0.5
+    # lags 0, 0, 0, 1, 2, 4, 10: position 5.94 -> 4 + 0.94 * 6
+    assert m["lagP99Ms"] == pytest.approx(9.64)
+    assert m["requestsPerCall"] == pytest.approx(8 / 6)                        # the mesh row (null) left out
+
+
+def test_shares_sum_to_one_and_an_unknown_class_counts_as_failed():
+    rows = ROWS + [(8, 9.5, 0.0, 3.0, 418, "teapot", 1, "", False)]
+    m = open_loop_metrics(table(rows), measured_s=10.0)
+    shares = [m[c] for c in ("successShare", "failedShare", "circuitBrokenShare", "timedOutShare", "rejectedShare")]
+    assert sum(shares) == pytest.approx(1.0) and m["failedShare"] == pytest.approx(2 / 8)
+
+
+def test_without_a_duration_the_span_of_the_measured_sends_is_used():
+    m = open_loop_metrics(table())
+    assert m["measuredSeconds"] == 8.0 and m["offeredRate"] == pytest.approx(7 / 8)
+    assert m["p95UnderSloShare"] == 0.5                                        # windows [1, 6), [6, 9]
+
+
+def test_a_window_without_a_success_is_not_under_the_objective():
+    assert open_loop_metrics(table(), slo_ms=1000.0, measured_s=10.0, start_s=1.0)["p95UnderSloShare"] == 1.0
+    no_late_success = [r for r in ROWS if r[0] != 4]
+    assert open_loop_metrics(table(no_late_success), slo_ms=1000.0, measured_s=10.0,
+                             start_s=1.0)["p95UnderSloShare"] == 0.5
+    # the objective is strict: a window whose p95 equals it is not under
+    assert open_loop_metrics(table(), slo_ms=39.0, measured_s=10.0, start_s=1.0)["p95UnderSloShare"] == 0.0
+
+
+def test_a_round_of_warmup_only_has_no_shares_or_percentiles():
+    warm = [(*r[:-1], True) for r in ROWS]
+    m = open_loop_metrics(table(warm))
+    assert m["offeredRequests"] == 0 and m["measuredSeconds"] is None and m["offeredRate"] is None
+    assert all(m[c] is None for c in OPEN_LOOP_COLUMNS if c != "offeredRequests")
+    timed = open_loop_metrics(table(warm), measured_s=10.0)
+    assert timed["offeredRate"] == 0.0 and timed["carriedRate"] == 0.0 and timed["carriedThroughput"] is None
+
+
+def test_no_success_gives_no_latency_percentiles():
+    rows = [r for r in ROWS if r[5] != "success"]
+    m = open_loop_metrics(table(rows), measured_s=10.0)
+    assert m["successP50Ms"] is None and m["successP99Ms"] is None and m["carriedThroughput"] == 0.0
+    assert m["p95UnderSloShare"] == 0.0
+
+
+def test_percentiles_follow_the_closed_loop_definition():
+    rng = random.Random(7)
+    for n in (1, 2, 5, 101, 1000):
+        values = sorted(rng.lognormvariate(3, 1) for _ in range(n))
+        for q in (0.5, 0.95, 0.99):
+            assert _quantile(np.array(values), q) == pytest.approx(round(percentile(values, q), 3), abs=1e-9)
+
+
+def test_class_time_series_counts_per_bin_and_averages_over_rounds():
+    series = class_time_series(table())
+    assert [s["t"] for s in series] == list(range(10))
+    assert [s["success"] for s in series] == [1, 1, 1, 0, 0, 0, 1, 0, 0, 0]    # warm-up included
+    assert [(s["failed"], s["circuit_broken"], s["timed_out"], s["rejected"]) for s in series[3:10]] == \
+        [(1, 0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0), (0, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1)]
+    one = table().append_column("round", pa.array([1] * len(ROWS), pa.int32()))
+    other = table([(0, 1.2, 0.0, 9.0, 200, "success", 1, "", False)]).append_column("round", pa.array([2], pa.int32()))
+    pooled = class_time_series(pa.concat_tables([one, other]))
+    assert [s["success"] for s in pooled[:3]] == [0.5, 1.0, 0.5]
+    assert class_time_series(table([])) == []
+    assert [s["t"] for s in class_time_series(table(), bin_s=2.5)] == [0.0, 2.5, 5.0, 7.5]
+
+
+def test_success_cdf_is_of_measured_successes():
+    times, probabilities = success_cdf(table())
+    assert times == [20.0, 40.0, 200.0] and probabilities == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert success_cdf(table([])) == ([], [])
+
+
+# -- the round files --------------------------------------------------------------------------------
+def test_round_files_are_written_and_read_back_with_scenario_and_round(tmp_path):
+    first = write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table())
+    assert first == tmp_path / "requests" / "aaaaaaaaaaaa" / "round-1.parquet" == round_path(tmp_path, "aaaaaaaaaaaa", 1)
+    write_round_requests(tmp_path, "aaaaaaaaaaaa", 10, table(ROWS[:2]))
+    write_round_requests(tmp_path, "bbbbbbbbbbbb", 2, table(ROWS[:3]))
+    read = read_requests(tmp_path)
+    assert read.schema == READ_SCHEMA and read.num_rows == 8 + 2 + 3
+    assert list(zip(read.column("scenario").to_pylist(), read.column("round").to_pylist()))[7:10] == \
+        [("aaaaaaaaaaaa", 1), ("aaaaaaaaaaaa", 10), ("aaaaaaaaaaaa", 10)]       # rounds in number order
+    assert read.select(REQUEST_SCHEMA.names).slice(0, 8).equals(table())
+    assert read_requests(tmp_path, ["bbbbbbbbbbbb"]).num_rows == 3
+    assert read_requests(tmp_path, []).num_rows == 0
+    assert sorted(os.listdir(first.parent)) == ["round-1.parquet", "round-10.parquet"]   # no temporary left
+
+
+def test_a_redone_round_replaces_its_file(tmp_path):
+    write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table())
+    write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table(ROWS[:1]))
+    assert read_requests(tmp_path).num_rows == 1
+
+
+def test_extra_columns_are_dropped_and_types_conformed(tmp_path):
+    loose = table().append_column("note", pa.array(["x"] * len(ROWS))).set_column(
+        4, "status", pa.array([r[4] for r in ROWS], pa.int64()))
+    write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, loose)
+    assert read_requests(tmp_path).select(REQUEST_SCHEMA.names).equals(table())
+
+
+def test_no_requests_directory_reads_as_an_empty_table(tmp_path):
+    empty = read_requests(tmp_path)
+    assert empty.num_rows == 0 and empty.schema == READ_SCHEMA
+
+
+def test_bad_writes_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="lacks column.*cls"):
+        write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table().drop_columns(["cls"]))
+    for bad in ("../x", "a/b", ".hidden", ""):
+        with pytest.raises(ValueError, match="cannot name a directory"):
+            write_round_requests(tmp_path, bad, 1, table())
+    with pytest.raises(ValueError, match="positive integer"):
+        write_round_requests(tmp_path, "aaaaaaaaaaaa", 0, table())
+
+
+def test_damaged_and_planted_files_are_refused_by_name(tmp_path):
+    path = write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table())
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(UsageError, match="round-1.parquet is not a round's requests"):
+        read_requests(tmp_path)
+    path.unlink()
+    (tmp_path / "elsewhere.parquet").write_bytes(b"")
+    path.symlink_to(tmp_path / "elsewhere.parquet")
+    with pytest.raises(UsageError, match="symbolic link"):
+        read_requests(tmp_path)
+    path.unlink()
+    os.rmdir(path.parent)
+    (tmp_path / "requests" / "aaaaaaaaaaaa").symlink_to(tmp_path)
+    with pytest.raises(UsageError, match="symbolic link"):
+        read_requests(tmp_path)
+    with pytest.raises(Exception, match="not a directory rbl made"):
+        write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table())
