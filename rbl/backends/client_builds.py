@@ -7,6 +7,7 @@ What a build produces and how it runs, per kind:
   resilience4j  mvn -q package          ~/.cache/rbl/clients/resilience4j-HASH.jar   java -jar JAR
   node          npm ci (the lockfile)   ~/.cache/rbl/clients/node-HASH/              node DIR/src/main.js
   go            go build                ~/.cache/rbl/clients/go-HASH                 BIN
+  loadgen       go build                ~/.cache/rbl/clients/loadgen-HASH            BIN (rbl-load)
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ RECIPES = {
     "node": Recipe("package.json", ("package.json", "package-lock.json", "src"), "npm", NODE_ADVICE, "node",
                    artifact_is_dir=True, what="directory"),
     "go": Recipe("go.mod", ("go.mod", "go.sum", "cmd", "internal"), "go", GO_ADVICE, "", what="binary"),
+    # rbl-load, the open-loop load generator (vegeta): not a client service, built like the Go
+    # client (its main package sits in cmd/rbl-client-go, the package path _build builds)
+    "loadgen": Recipe("go.mod", ("go.mod", "go.sum", "cmd"), "go", GO_ADVICE, "", what="binary"),
 }
-BUILT_CLIENTS = tuple(RECIPES)        # client kinds rbl builds (the catalogue's `client`)
+TOOLS = ("loadgen",)                  # built like the clients, but no client service
+BUILT_CLIENTS = tuple(kind for kind in RECIPES if kind not in TOOLS)   # client kinds rbl builds (the catalogue's `client`)
 
 
 def cache_dir() -> Path:

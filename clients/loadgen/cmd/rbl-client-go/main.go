@@ -1,0 +1,221 @@
+// rbl-load: rbl's open-loop load generator. It sends requests at the send times of a schedule file,
+// whatever the answers (no coordinated omission), through vegeta's attacker, and writes one CSV line
+// per request with its scheduled and actual send times.
+//
+//	rbl-load --url URL --schedule FILE --out FILE.csv [--method GET|POST] [--body-file F]
+//	         [--timeout 30s] [--max-connections 10000] [--flags-header x-rbl-response-flags]
+//
+// Only loopback targets are loaded (checked on the URL and again on every socket's address).
+// Its directory is named cmd/rbl-client-go because rbl's build recipe for Go programs
+// (rbl/backends/client_builds.py) builds that package path; the binary is cached as loadgen-HASH.
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+const (
+	maxBodyKept  = 1 << 20     // a /call reply is small; a larger body is read to the end but not kept
+	stopGrace    = time.Second // after SIGTERM/SIGINT, how long in-flight requests may still finish
+	flushEvery   = time.Second // the CSV reaches the disk at least this often
+	firstWorkers = uint64(256) // workers started up front; more start when all are busy
+)
+
+type options struct {
+	url, schedule, out, method, bodyFile, flagsHeader string
+	timeout                                           time.Duration
+	maxConnections                                    int
+}
+
+func usageError(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "rbl-load: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func parseOptions() options {
+	var o options
+	flag.StringVar(&o.url, "url", "", "target URL (loopback only)")
+	flag.StringVar(&o.schedule, "schedule", "", "file of send offsets, integer nanoseconds, one a line, non-decreasing")
+	flag.StringVar(&o.out, "out", "", "CSV file of per-request records")
+	flag.StringVar(&o.method, "method", "GET", "GET or POST")
+	flag.StringVar(&o.bodyFile, "body-file", "", "body of every request (sent as application/json)")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
+	flag.IntVar(&o.maxConnections, "max-connections", 10000, "most concurrent connections (and in-flight requests)")
+	flag.StringVar(&o.flagsHeader, "flags-header", "x-rbl-response-flags", "response header recorded in the flags column")
+	flag.Parse()
+	switch {
+	case flag.NArg() > 0:
+		usageError("unexpected argument %q", flag.Arg(0))
+	case o.url == "" || o.schedule == "" || o.out == "":
+		usageError("--url, --schedule and --out are required")
+	case o.timeout <= 0:
+		usageError("--timeout must be positive, got %s", o.timeout)
+	case o.maxConnections < 1:
+		usageError("--max-connections must be at least 1, got %d", o.maxConnections)
+	}
+	o.method = strings.ToUpper(o.method)
+	if o.method != "GET" && o.method != "POST" {
+		usageError("--method must be GET or POST, got %q", o.method)
+	}
+	if err := checkLoopbackURL(o.url); err != nil {
+		usageError("--url %s: %v", o.url, err)
+	}
+	return o
+}
+
+// checkLoopbackURL accepts http(s) URLs whose host is localhost or a loopback address.
+func checkLoopbackURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL (%v)", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme must be http or https, got %q", u.Scheme)
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("host %q is not a loopback address (127.0.0.0/8, ::1, localhost): rbl-load only loads this machine", host)
+}
+
+// loopbackOnly refuses a socket to any address that is not loopback: whatever a name resolves to
+// or a proxy setting says, nothing else is ever dialled.
+func loopbackOnly(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("rbl-load refuses to connect to %s: not a loopback address", address)
+	}
+	return nil
+}
+
+func newAttacker(o options) *vegeta.Attacker {
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second, Control: loopbackOnly}
+	client := &http.Client{Transport: &http.Transport{
+		Proxy:              nil, // never through a proxy: the target is on this machine
+		DialContext:        dialer.DialContext,
+		DisableCompression: true,
+		IdleConnTimeout:    90 * time.Second,
+	}}
+	workers := min(firstWorkers, uint64(o.maxConnections))
+	return vegeta.NewAttacker(
+		vegeta.Client(client), // first: the options below change this client
+		vegeta.Timeout(o.timeout),
+		vegeta.Redirects(vegeta.NoFollow), // a redirect is recorded, never followed elsewhere
+		vegeta.KeepAlive(true),
+		vegeta.Connections(o.maxConnections),
+		vegeta.MaxConnections(o.maxConnections),
+		// one worker holds one request in flight: as many workers as connections, so a slow
+		// target never holds a send back while a connection is free
+		vegeta.Workers(workers),
+		vegeta.MaxWorkers(uint64(o.maxConnections)),
+		vegeta.MaxBody(maxBodyKept),
+	)
+}
+
+func percentileMs(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1 // nearest rank
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+func main() {
+	o := parseOptions()
+	scheduleFile, err := os.Open(o.schedule)
+	if err != nil {
+		usageError("--schedule: %v", err)
+	}
+	offsets, err := readSchedule(scheduleFile)
+	scheduleFile.Close()
+	if err != nil {
+		usageError("--schedule %s: %v", o.schedule, err)
+	}
+	target := vegeta.Target{Method: o.method, URL: o.url}
+	if o.bodyFile != "" {
+		if target.Body, err = os.ReadFile(o.bodyFile); err != nil {
+			usageError("--body-file: %v", err)
+		}
+		target.Header = http.Header{"Content-Type": []string{"application/json"}}
+	}
+	outFile, err := os.Create(o.out)
+	if err != nil {
+		usageError("--out: %v", err)
+	}
+	out := csv.NewWriter(outFile) // buffered: lines reach the file as the buffer fills, and every flushEvery
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	attacker := newAttacker(o)
+	start := time.Now()
+	rec, err := newRecorder(out, offsets, start, o.flagsHeader)
+	if err != nil {
+		fail(err)
+	}
+	results := attacker.Attack(vegeta.NewStaticTargeter(target), &schedulePacer{offsets: offsets, start: start}, 0, "")
+
+	flush := time.NewTicker(flushEvery)
+	defer flush.Stop()
+	var grace <-chan time.Time
+loop:
+	for {
+		select {
+		case res, open := <-results:
+			if !open {
+				break loop
+			}
+			if err := rec.add(res); err != nil {
+				fail(err)
+			}
+		case <-sigs:
+			if grace == nil { // stop sending; give in-flight requests a moment, then write what we have
+				attacker.Stop()
+				grace = time.After(stopGrace)
+			}
+		case <-grace:
+			break loop
+		case <-flush.C:
+			out.Flush()
+		}
+	}
+	elapsed := time.Since(start)
+	out.Flush()
+	if err := errors.Join(out.Error(), outFile.Close()); err != nil {
+		fail(err)
+	}
+	lags := rec.lags
+	slices.Sort(lags)
+	summary, _ := json.Marshal(map[string]any{
+		"requests":   len(lags),
+		"lag_p50_ms": percentileMs(lags, 0.50),
+		"lag_p99_ms": percentileMs(lags, 0.99),
+		"lag_max_ms": percentileMs(lags, 1),
+		"elapsed_s":  float64(elapsed.Milliseconds()) / 1000,
+	})
+	fmt.Println(string(summary))
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "rbl-load: writing the records: %v\n", err)
+	os.Exit(1)
+}
