@@ -23,6 +23,7 @@ class EnvoyAddresses:
     upstream_host: str
     upstream_port: int
     bind_host: str = "127.0.0.1"
+    more_upstream_ports: tuple[int, ...] = ()    # further target replicas on the same host (round robin)
 
 
 def render_envoy_config(addresses: EnvoyAddresses, node_id: str = "rbl", fault: dict | None = None) -> str:
@@ -32,6 +33,7 @@ def render_envoy_config(addresses: EnvoyAddresses, node_id: str = "rbl", fault: 
     return render("envoy.yaml.j2", node_id=node_id, bind_host=addresses.bind_host,
                   listen_port=addresses.listen_port, admin_port=addresses.admin_port,
                   upstream_host=addresses.upstream_host, upstream_port=addresses.upstream_port,
+                  more_upstream_ports=list(addresses.more_upstream_ports),
                   abort_status=fault.get("status", DEFAULT_ABORT_STATUS),
                   delay_ms=fault.get("duration_ms") or DEFAULT_DELAY_MS)
 

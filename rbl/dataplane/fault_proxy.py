@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import re
@@ -218,11 +219,12 @@ def connection_cap(wanted: int) -> int:
 
 async def serve(args: argparse.Namespace) -> None:
     state = FaultState(args.seed)
-    upstream_address = _address(args.upstream)
+    # several replicas: each client connection is relayed to the next in turn (round robin)
+    upstreams = itertools.cycle([_address(text) for text in args.upstream.split(",")])
     limits = Limits(args.read_timeout, args.idle_timeout, connection_cap(args.max_connections))
     connections = Connections(limits)
     loop = asyncio.get_running_loop()
-    proxy_server = await loop.create_server(lambda: Downstream(state, upstream_address, connections),
+    proxy_server = await loop.create_server(lambda: Downstream(state, next(upstreams), connections),
                                             *_address(args.listen), backlog=1024)
     admin_server = await asyncio.start_server(Admin(state, args.read_timeout).handle, *_address(args.admin),
                                               limit=MAX_HEAD_BYTES, backlog=128)
@@ -245,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="rbl's Envoy-compatible fault-injecting proxy")
     parser.add_argument("--listen", default="127.0.0.1:0", help="data address (port 0: pick a free one)")
     parser.add_argument("--admin", default="127.0.0.1:0", help="admin address")
-    parser.add_argument("--upstream", required=True, help="host:port of the target service")
+    parser.add_argument("--upstream", required=True,
+                        help="host:port of the target service (several, comma-separated: replicas, "
+                             "one per client connection in turn)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the fault decision sequence")
     parser.add_argument("--read-timeout", type=_positive, default=10.0, metavar="SECONDS",
                         help="a started request must keep arriving within this (else 408)")

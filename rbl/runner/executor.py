@@ -22,14 +22,19 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 from ..libraries.composition import policies_of
+import pyarrow.compute as pc
+
 from ..store.metrics import vu_metrics
+from ..store.open_metrics import open_loop_metrics
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
 from .backend import Services
 from . import mesh_oracles
 from .liveness import ServicesLost, probe_target
+from .open_loop import LoadFailed, open_round
 from .oracles import (Violation, as_records, fault_rate_violation, request_count_violation,
                       user_violations)
 
@@ -111,6 +116,8 @@ class Executor:
         self.round_timeout = round_timeout
         self.clients = {c["label"]: c for c in header["clients"]}
         self.session = uuid.uuid4().hex[:8]
+        self.loadgen: Path | None = None          # open-loop plans: the load generator (run.py sets it)
+        self.capacity_rps: float | None = None    # ... and the target's capacity, for rates given as shares
         self.outcome = RunOutcome()              # filled as rounds finish, so an interrupt keeps it
         most_users = max((s["users"] for s in run.scenarios()), default=1)
         self.pool = ThreadPoolExecutor(max_workers=most_users, thread_name_prefix="vu")
@@ -178,6 +185,8 @@ class Executor:
         self.services.restart_client(library)
 
     def run_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
+        if "load" in scenario:
+            return self.run_open_round(scenario, round_number)
         begin = time.perf_counter()
         client = self.clients[scenario["client"]]
         fault = self.services.fault
@@ -218,6 +227,63 @@ class Executor:
                               f"({type(error).__name__}: {error})") from error
         longest = max((r[0]["total_us"] for r in results), default=0) / 1e6
         return rows, RoundTiming(time.perf_counter() - begin, longest)
+
+    def run_open_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
+        """An open-loop round (open_loop.py): one row, the round's overload metrics."""
+        begin = time.perf_counter()
+        client = self.clients[scenario["client"]]
+        library, load = scenario["library"], scenario["load"]
+        self._check_services(library, through_proxy=True)
+        self.services.fault.apply(scenario["fault"])
+        self.services.configure_client(library, scenario["pattern"], scenario["config"])
+        sidecar_before = self.services.client_counters(library)
+        self.services.fault.reset_counters()
+        target_url = self.services.target_url(self.header["target"]["path"], library)
+        if sidecar_before is not None:          # mesh: straight to the sidecar, which holds the policies
+            url, body = target_url, None
+        else:
+            host, port = self.services.client_address(library)
+            url = f"http://{host}:{port}/call"
+            body = {"strategy": strategy_for(scenario), "target_url": target_url, "successes": 1,
+                    "max_requests": scenario["max_requests"], "share": "client", "vu": 1,
+                    "instance": f"{self.session}/{scenario['id']}/{round_number}",
+                    "max_duration_ms": max(1, int(load["timeout_s"] * 1000))}
+        started = _now()
+        try:
+            table, summary, _ = open_round(self.loadgen, scenario, round_number, self.run.path, url, body,
+                                           self.capacity_rps)
+        except (LoadFailed, OSError, ValueError) as error:
+            raise RoundFailed(f"open-loop load: {error}") from error
+        ended = _now()
+        counters = self.services.fault.counters()
+        sidecar = _increase(sidecar_before, self.services.client_counters(library))
+        self._check_services(library, through_proxy=False)
+        fault = scenario["fault"]
+        seen = counters.get("downstream_rq_total", 0)
+        injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
+        row = {
+            "userId": 1, "startTime": started, "endTime": ended, "users": 1, "round": round_number,
+            "lib": library, "strategy": scenario["pattern"],
+            "faultPercentage": fault["rate"], "faultType": fault["kind"],
+            "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
+            **open_loop_metrics(table, float(load["window_s"]), float(load["slo_ms"]),
+                                measured_s=float(load["duration_s"]) - float(load["warmup_s"]),
+                                start_s=float(load["warmup_s"])),
+            "load": load, "capacityRps": self.capacity_rps, "scheduleLagMaxMs": summary.get("lag_max_ms"),
+            "config": scenario["config"], "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
+            "client": scenario["client"], "share": "client", "libraryVersion": client.get("version"),
+            "stoppedBy": "duration", "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
+            "proxyRequests": seen, "warmup": round_number <= self.header.get("warmup", 0),
+            **(sidecar or {}),
+        }
+        rounds_in_run = self.header["size"] * rounds_per_scenario(self.header)
+        found = [v for v in [fault_rate_violation(fault["rate"], injected, seen, rounds_in_run)] if v]
+        known = table.filter(pc.is_valid(table["requests"]))
+        if sidecar is None and known.num_rows == table.num_rows and pc.sum(pc.equal(table["cls"], "timed_out")).as_py() == 0:
+            count = request_count_violation(pc.sum(known["requests"]).as_py() or 0, seen, uncertain=False)
+            found += [count] if count else []
+        row["oracleViolations"] = as_records(found)
+        return [row], RoundTiming(time.perf_counter() - begin, float(load["duration_s"]))
 
     def _check_oracles(self, scenario: dict, client: dict, rows: list[dict], observations: list[dict],
                        counters: dict, sidecar: dict | None = None) -> None:

@@ -33,9 +33,11 @@ from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from ..store.shards import Shard
 from .backend import Backend
+from .capacity import CapacityError, resolve_capacity
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .other_work import OtherWork
-from .progress import RunProgress
+from .open_loop import LoadFailed, loadgen_binary
+from .progress import BuildNotice, RunProgress
 from .summary import print_failures, print_summary
 from .violations import print_violations, violation_counts
 
@@ -138,6 +140,10 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
                 manifest["versions"]["envoy"] = services.proxy_version
             console.print(f"fault proxy: {proxy_name(services.proxy_kind, services.proxy_version)}", highlight=False)
             session["pids"] = services.pids()
+            if getattr(services, "target_description", ""):
+                session["target"] = services.target_description
+                console.print(f"target: {services.target_description}", highlight=False)
+            open_loop = _open_loop_setup(header, run, services, console, session) if "load" in header else None
             for library, reported in services.client_versions().items():   # e.g. the JVM client's library
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
@@ -145,6 +151,8 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
             with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header),
                              run.scenarios, plan_size=header["size"]) as progress:
                 executor = Executor(run, services, header, progress, round_timeout, order)
+                if open_loop is not None:
+                    executor.loadgen, executor.capacity_rps = open_loop
                 with other_work:                   # while the rounds run: not the services' start and stop
                     executor.execute()
         outcome = executor.outcome
@@ -185,6 +193,25 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
         print_failures(outcome.failures, console, run.path)
         return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if counts and not allow_violations else EXIT_OK
+
+
+def _open_loop_setup(header: dict, run: RunDirectory, services, console: Console, session: dict):
+    """An open-loop plan's load generator (built on first use) and the target's capacity, when a
+    rate is a share of it (stored, or calibrated now); both recorded in the session."""
+    if not hasattr(services, "budgets"):
+        raise UsageError("open-loop load runs on the local backend only, for now",
+                         hint="run it without --backend (local processes)")
+    say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731
+    with BuildNotice(console) as notice:
+        binary = loadgen_binary(say=notice.say)
+    try:
+        record = resolve_capacity(header, run.scenarios(), services, binary, run.path / "calibration", say)
+    except (CapacityError, LoadFailed) as error:
+        raise RblError(f"the target's capacity could not be measured: {error}",
+                       hint="give it with `load.capacity = N` (requests per second), or use `load.rps`") from error
+    if record is not None:
+        session["capacity"] = record
+    return binary, record["capacity_rps"] if record else None
 
 
 def proxy_name(kind: str, version: str | None) -> str:

@@ -11,6 +11,7 @@ failure or Ctrl-C.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import re
@@ -37,11 +38,13 @@ from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_v
 from ..net import HOST, free_port, reported_version
 from ..sidecar import Sidecar, SidecarError
 from ..sidecar_config import SidecarAddresses
+from .cpu_budget import CpuBudget, budget_name, create_budget
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
 
 READY_TIMEOUT = 30.0
+OPEN_LOOP_CONNECTIONS = 2048      # the load generator's connections at most (runner/open_loop.py)
 
 
 @dataclass
@@ -87,14 +90,16 @@ class LocalBackend:
 
     def start(self, header: dict, run_dir: Path, logs: Path) -> "LocalServices":
         libraries = {c["library"]: c["service"] for c in header["clients"]}
-        return LocalServices(logs, libraries, self.options, axis_largest(header["users"]), self.proxy)
+        # open-loop load: a client may hold as many calls at once as the load generator opens
+        users = OPEN_LOOP_CONNECTIONS if "load" in header else axis_largest(header["users"])
+        return LocalServices(logs, libraries, self.options, users, self.proxy, header.get("target"))
 
 
 class LocalServices:
     """One run's processes: target, proxy and clients, with their endpoints."""
 
     def __init__(self, logs: Path, libraries: dict[str, str], options: LocalOptions, max_users: int = 0,
-                 proxy: ProxyChoice | None = None):
+                 proxy: ProxyChoice | None = None, target: dict | None = None):
         self.logs = logs
         self.libraries = libraries           # library -> its client service kind (the catalogue's `client`)
         self.options = options
@@ -105,6 +110,9 @@ class LocalServices:
         self.clients: dict[str, tuple[Service, int]] = {}
         self.sidecars: dict[str, tuple[Service, Sidecar]] = {}     # a mesh client's library -> its sidecar
         self.target_port = 0
+        self.target = target or {}                   # the plan's target: path, cpus, replicas, noisy_cpus
+        self.budgets: list[CpuBudget] = []
+        self.target_description = ""                 # what runs as the target, and which budget is enforced
         self.proxy_port = 0
         self.admin_port = 0
         self.fault: FaultControl | None = None
@@ -122,9 +130,9 @@ class LocalServices:
         self._starters = ThreadPoolExecutor(max_workers=1 + max(1, len(self.libraries)),
                                             thread_name_prefix="rbl-start")
         try:
-            target_port = free_port()
-            target = self._starters.submit(self._start_target, target_port)
-            self._start_proxy(target_port)           # needs the target's port, not the target
+            ports = [free_port() for _ in range(self.target.get("replicas", 1))]
+            target = self._starters.submit(self._start_targets, ports)
+            self._start_proxy(ports)                 # needs the targets' ports, not the targets
             clients = [self._starters.submit(self.start_client, library) for library in self.libraries]
             for started in [target, *clients]:
                 started.result()
@@ -141,6 +149,9 @@ class LocalServices:
             self._stopping = True                    # a service still starting in a thread is not started
             services = list(reversed(self.services))
         stop_all(services)
+        for budget in self.budgets:
+            budget.remove()
+        self.budgets.clear()
         self.services.clear()
         self.clients.clear()
         self.sidecars.clear()
@@ -158,24 +169,47 @@ class LocalServices:
         return service
 
     # -- services ----------------------------------------------------------------------------
-    def _start_target(self, port: int) -> int:
+    def _start_targets(self, ports: list[int]) -> None:
+        """The target's replicas, each under its CPU budget when the plan gives one."""
+        budgets = [self.target.get("cpus")] * len(ports)
+        if "noisy_cpus" in self.target:
+            budgets[-1] = self.target["noisy_cpus"]
+        described = []
+        for replica, (port, cpus) in enumerate(zip(ports, budgets)):
+            described.append(self._start_target(replica, port, cpus))
+        self.target_port = ports[0]
+        self.target_description = "; ".join(described)
+
+    def _start_target(self, replica: int, port: int, cpus: float | None) -> str:
+        workers = self.options.workers if cpus is None else max(1, math.ceil(cpus))
+        argv = [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
+                "--workers", str(workers), "--worker-class", "gthread",
+                "--threads", str(self.options.threads), "--graceful-timeout", "2", "rbl.dataplane.target_app:app"]
+        budget = why = None
+        if cpus is not None:
+            budget, why = create_budget(budget_name(self.target_token, replica), cpus)
+            if budget is not None:
+                self.budgets.append(budget)
+                argv = budget.wrap(argv)
+        name = "target (httpbin under gunicorn)" if replica == 0 else f"target replica {replica + 1}"
         # SIGKILL: the target keeps nothing worth a shutdown, and gunicorn's own (graceful, or the
         # quick SIGQUIT) took 0.3-0.6 s, the longest of every service's stop
-        service = self._start("target (httpbin under gunicorn)",
-                              [sys.executable, "-m", "gunicorn", "--bind", f"{HOST}:{port}",
-                               "--workers", str(self.options.workers), "--worker-class", "gthread",
-                               "--threads", str(self.options.threads), "--graceful-timeout", "2",
-                               "rbl.dataplane.target_app:app"], "target.log",
+        service = self._start(name, argv, "target.log" if replica == 0 else f"target-{replica + 1}.log",
                               env={**os.environ, TOKEN_ENV: self.target_token}, stop_signal=signal.SIGKILL)
         service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
-        self.target_port = port
-        return port
+        what = f"replica {replica + 1}: {workers} worker{'s' if workers != 1 else ''}"
+        if cpus is None:
+            return what + ", no CPU budget"
+        if budget is None:
+            return what + f", {cpus:g} CPU NOT enforced: {why}"
+        return what + f", {budget.describe()}"
 
-    def _start_proxy(self, target_port: int) -> None:
+    def _start_proxy(self, target_ports: list[int]) -> None:
         if self.proxy_kind == "envoy":
-            self._start_envoy(target_port)
+            self._start_envoy(target_ports)
         else:
-            argv = [sys.executable, "-m", "rbl.dataplane.fault_proxy", "--upstream", f"{HOST}:{target_port}"]
+            argv = [sys.executable, "-m", "rbl.dataplane.fault_proxy",
+                    "--upstream", ",".join(f"{HOST}:{port}" for port in target_ports)]
             if self.options.seed is not None:
                 argv += ["--seed", str(self.options.seed)]
             service = self._start("fault proxy (rbl)", argv, "proxy.log")
@@ -184,11 +218,12 @@ class LocalServices:
             service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
         self.fault = FaultControl(HOST, self.admin_port)
 
-    def _start_envoy(self, target_port: int) -> None:
+    def _start_envoy(self, target_ports: list[int]) -> None:
         from ..envoy import EnvoyAddresses, write_envoy_config
         self.proxy_port, self.admin_port = free_port(), free_port()
         addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=HOST,
-                                   upstream_port=target_port, bind_host=HOST)
+                                   upstream_port=target_ports[0], bind_host=HOST,
+                                   more_upstream_ports=tuple(target_ports[1:]))
         config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", addresses)
         service = self._start("fault proxy (Envoy)", [str(self.proxy.binary), "-c", str(config), "--base-id-path",
                                                       str(self.logs / "envoy.base-id"), "--use-dynamic-base-id",

@@ -1,0 +1,73 @@
+"""A CPU budget for a local target replica: a cgroup with a CPU quota (cgroup v2's cpu.max, or v1's
+cfs quota), where this machine lets rbl make one (root, a writable cgroup file system). Elsewhere
+the budget is not enforced, and the run says so; the manifest records which it was.
+
+The replica's command runs through `sh -c 'echo $$ > .../cgroup.procs; exec ...'`, so it and every
+worker it forks are inside the cgroup from their first instruction.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PERIOD_US = 100_000
+
+
+@dataclass
+class CpuBudget:
+    cpus: float
+    path: Path            # the cgroup's directory
+    version: int          # 1 or 2
+
+    def describe(self) -> str:
+        return f"{self.cpus:g} CPU (cgroup v{self.version} quota, {self.path})"
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """The command, started inside this cgroup."""
+        procs = shlex.quote(str(self.path / "cgroup.procs"))
+        return ["sh", "-c", f"echo $$ > {procs} && exec {shlex.join(argv)}"]
+
+    def remove(self, timeout: float = 3.0) -> None:
+        """Delete the cgroup once its processes are gone (rmdir fails while any is left)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.05)
+
+
+def create_budget(name: str, cpus: float) -> tuple[CpuBudget | None, str]:
+    """A cgroup limiting its processes to `cpus` cores, or None and why it cannot be made here."""
+    quota = max(1000, round(cpus * PERIOD_US))
+    v2 = CGROUP_ROOT / "cgroup.controllers"
+    try:
+        if v2.is_file() and "cpu" in v2.read_text().split():
+            path = CGROUP_ROOT / name
+            path.mkdir(exist_ok=True)
+            (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+            return CpuBudget(cpus, path, 2), ""
+        v1 = CGROUP_ROOT / "cpu"
+        if (v1 / "cpu.cfs_quota_us").is_file():
+            path = v1 / name
+            path.mkdir(exist_ok=True)
+            (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+            (path / "cpu.cfs_quota_us").write_text(str(quota))
+            return CpuBudget(cpus, path, 1), ""
+    except OSError as error:
+        return None, f"no cgroup could be made here ({error.strerror or error})"
+    return None, "this machine has no cgroup CPU controller rbl can use"
+
+
+def budget_name(run_token: str, replica: int) -> str:
+    return f"rbl-{os.getpid()}-{run_token[:8]}-target{replica}"
