@@ -60,7 +60,11 @@ POST /call body: a /run job (the same fields, checked the same way, the same 400
   call only). A /call holds its connection as a /run does: --max-jobs counts connections,
   whichever route they ask for, and a caller may send /calls one after another on a keep-alive
   connection. Services build nothing per call that costs more than the call's own request (no
-  thread pool, no process): many hundreds per second are served at once.
+  thread pool, no process): many hundreds per second are served at once. A /call's requests go
+  over keep-alive connections to the target that the service pools for its /calls (one call at a
+  time on each, idle ones closed after about 10 s), as a production client's pool does; a /run
+  keeps one connection of its own. A connection per call overflowed the target's listen queue at
+  hundreds of calls a second, and each dropped SYN cost its request a second.
 GET /health: {"protocol": 1, "library": NAME, "version": V, "patterns": [...], "endpoints": ["/run", "/call"]}
   ("endpoints": the job routes it serves; a service without it serves /run only)
 Errors, always a JSON {"error": "..."} reply, never a dropped connection (whatever the method:

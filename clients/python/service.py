@@ -20,10 +20,11 @@ import argparse
 import http.client
 import json
 import signal
+import socket
 import sys
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import Callable
 
 from .http_front import Front, serve
@@ -35,16 +36,67 @@ from .strategies import LIBRARIES, Call, RequestFailed, library_version
 
 SHARED_INSTANCES_KEPT = 256
 REQUEST_TIMEOUT_S = 60.0
+IDLE_CONNECTIONS_KEPT = MAX_JOBS
+IDLE_CONNECTION_S = 10.0       # an idle pooled connection older than this is closed, not reused
+
+
+class TargetConnections:
+    """Keep-alive connections to the target that /calls share, one call at a time each, as a
+    production client's pool: a connection per /call made the target's listen queue overflow at
+    hundreds of calls a second (a dropped SYN costs its request a second) and left a TIME_WAIT
+    socket per call."""
+
+    def __init__(self):
+        self._idle: deque[tuple[http.client.HTTPConnection, float]] = deque()
+        self._lock = threading.Lock()
+
+    def take(self) -> http.client.HTTPConnection | None:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                connection, since = self._idle.pop()             # the most recently used first
+            if time.monotonic() - since < IDLE_CONNECTION_S and _still_open(connection.sock):
+                return connection
+            connection.close()
+
+    def give(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._idle.append((connection, time.monotonic()))
+            extra = self._idle.popleft()[0] if len(self._idle) > IDLE_CONNECTIONS_KEPT else None
+        if extra is not None:
+            extra.close()
+
+
+def _still_open(sock: socket.socket | None) -> bool:
+    """An idle connection the target has not closed (nor sent anything on)."""
+    if sock is None:
+        return False
+    try:
+        sock.setblocking(False)
+        sock.recv(1, socket.MSG_PEEK)
+        return False                     # closed by the target, or unexpected bytes
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        try:
+            sock.setblocking(True)
+        except OSError:
+            pass
 
 
 class Target:
-    """One virtual user's keep-alive connection to the target; records every request it sends."""
+    """One virtual user's keep-alive connection to the target (a /call's: one from the service's
+    pool, given back after the call); records every request it sends."""
 
-    def __init__(self, job: Job, started_ns: int, guard: JobGuard):
+    def __init__(self, job: Job, started_ns: int, guard: JobGuard, pool: TargetConnections | None = None):
         self.host, self.port, self.path = job.host_port_path
         self.started_ns = started_ns
         self.guard = guard
-        self.connection: http.client.HTTPConnection | None = None
+        self.pool = pool
+        self.connection: http.client.HTTPConnection | None = pool.take() if pool else None
         self.sent: list[list[int]] = []
 
     def send(self) -> None:
@@ -63,9 +115,9 @@ class Target:
             status = response.status
             flags = response.getheader(SIDECAR_FLAGS_HEADER)
             if response.will_close:
-                self.close()
+                self.drop()
         except (OSError, http.client.HTTPException):
-            self.close()
+            self.drop()
             status, flags = 0, None
         end = time.perf_counter_ns()
         record = [(begin - self.started_ns) // 1000, (end - begin) // 1000, status]
@@ -75,10 +127,18 @@ class Target:
         if not 200 <= status < 300:
             raise RequestFailed(status)
 
-    def close(self) -> None:
+    def drop(self) -> None:
+        """Closes the connection (broken, or closing): the next request opens another."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
+
+    def close(self) -> None:
+        """The job is over: its connection closes, or, open and idle, goes back to the pool."""
+        if self.pool is not None and self.connection is not None and self.connection.sock is not None:
+            self.pool.give(self.connection)
+            self.connection = None
+        self.drop()
 
 
 class ClientService:
@@ -93,6 +153,7 @@ class ClientService:
         self.patterns = LIBRARIES[library]
         self._shared: OrderedDict[tuple, Callable[[Call], Call]] = OrderedDict()
         self._lock = threading.Lock()
+        self._connections = TargetConnections()
 
     def health(self) -> dict:
         return {"protocol": PROTOCOL_VERSION, "library": self.library, "version": self.version,
@@ -124,7 +185,7 @@ class ClientService:
         wrappers = [self._wrapper(job, i) for i in range(len(job.strategy))]
         log = CallLog()
         guard = JobGuard(job.max_duration_ms, job.max_requests, lambda: log.requests + len(target.sent), caller_gone)
-        target = Target(job, guard.started_ns, guard)
+        target = Target(job, guard.started_ns, guard, self._connections if one_call else None)
         call: Call = target.send
         for wrap in reversed(wrappers):          # outermost first in the job, so wrap inside-out
             call = wrap(call)

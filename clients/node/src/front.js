@@ -87,7 +87,7 @@ function serve(listen, service, maxJobs, ready) {
     if (socket.rblRefused) return rawReply(socket, 503, `more than ${maxJobs} connections at once`);
     if (!url.startsWith('/')) return rawReply(socket, 400, 'the request target must be a path (origin form)');
     const route = routeOf(url);
-    if (route === null) return rawReply(socket, 404, `no route ${url.slice(0, 60)}; there are GET /health and POST /run`);
+    if (route === null) return rawReply(socket, 404, `no route ${url.slice(0, 60)}; there are GET /health, POST /run and POST /call`);
     return rawReply(socket, 405, `${route.path} takes ${route.method}`);
   });
   // An Expect other than 100-continue: Node would answer 417 with no JSON; the other runtimes ignore
@@ -123,7 +123,7 @@ function serve(listen, service, maxJobs, ready) {
     }
     readBody(request, (error, body) => {
       if (error) return send(response, error[0], { error: error[1] }, true);
-      if (route === null) return send(response, 404, { error: `no route ${url.slice(0, 60)}; there are GET /health and POST /run` });
+      if (route === null) return send(response, 404, { error: `no route ${url.slice(0, 60)}; there are GET /health, POST /run and POST /call` });
       if (request.method !== allowed) return send(response, 405, { error: `${route.path} takes ${allowed}` });
       if (route.path === '/health') return send(response, 200, service.health());
       let job;
@@ -133,7 +133,7 @@ function serve(listen, service, maxJobs, ready) {
         if (failure instanceof P.JobError) return send(response, 400, { error: failure.message });
         return send(response, 400, { error: `cannot run this job: ${failure.message}` });
       }
-      service.run(job, request.socket).then(reply => send(response, 200, reply), failure => {
+      service.run(job, request.socket, route.path === '/call' ? 1 : 0).then(reply => send(response, 200, reply), failure => {
         if (failure instanceof P.JobError) return send(response, 400, { error: failure.message });
         return send(response, 500, { error: `the job failed inside the client: ${failure && failure.message}` });
       });
@@ -150,7 +150,7 @@ function serve(listen, service, maxJobs, ready) {
 function routeOf(url) {
   const path = url.split('?', 1)[0];
   if (path === '/health') return { path, method: 'GET' };
-  if (path === '/run') return { path, method: 'POST' };
+  if (path === '/run' || path === '/call') return { path, method: 'POST' };
   return null;
 }
 

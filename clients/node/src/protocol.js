@@ -3,6 +3,8 @@
 
 const PROTOCOL_VERSION = 1;
 const SHARE_MODES = ['user', 'client'];
+const JOB_ROUTES = ['/run', '/call'];   // GET /health's "endpoints"
+const ONE_CALL_STOP = 'calls';          // a /call's stopped_by when its one call ended by itself
 const MAX_BODY_BYTES = 1 << 20;
 const MAX_HEADER_BYTES = 32 * 1024;
 const READ_TIMEOUT_MS = 5000;
@@ -41,6 +43,6 @@ class CallLog {
 }
 
 module.exports = {
-  PROTOCOL_VERSION, SHARE_MODES, MAX_BODY_BYTES, MAX_HEADER_BYTES, READ_TIMEOUT_MS, MAX_JOBS, MAX_COUNT,
+  PROTOCOL_VERSION, SHARE_MODES, JOB_ROUTES, ONE_CALL_STOP, MAX_BODY_BYTES, MAX_HEADER_BYTES, READ_TIMEOUT_MS, MAX_JOBS, MAX_COUNT,
   MAX_DURATION_MS, MAX_STEPS, MAX_INSTANCE_CHARS, MAX_TARGET_PATH_CHARS, MAX_URL_CHARS, JobError, CallLog,
 };

@@ -2,9 +2,9 @@
 // Runs jobs for one library: builds its pattern stack (per virtual user, or one per key for
 // share: client) and loops as the paper's clients do, returning raw observations.
 
-const { PROTOCOL_VERSION, CallLog, JobError } = require('./protocol');
+const { PROTOCOL_VERSION, MAX_JOBS, JOB_ROUTES, ONE_CALL_STOP, CallLog, JobError } = require('./protocol');
 const { CutShort, JobGuard } = require('./guard');
-const { Target } = require('./target');
+const { Target, callPool } = require('./target');
 const { LIBRARIES, libraryVersion } = require('./strategies');
 
 const SHARED_INSTANCES_KEPT = 256;
@@ -25,10 +25,11 @@ class ClientService {
     this.version = libraryVersion(library);
     this.patterns = LIBRARIES[library];
     this.shared = new Map();            // insertion order: the oldest is dropped first
+    this.calls = callPool(MAX_JOBS);    // the /calls' connections to the target
   }
 
   health() {
-    return { protocol: PROTOCOL_VERSION, library: this.library, version: this.version, patterns: Object.keys(this.patterns) };
+    return { protocol: PROTOCOL_VERSION, library: this.library, version: this.version, patterns: Object.keys(this.patterns), endpoints: JOB_ROUTES };
   }
 
   /** The instances a job runs through, outermost first; [instance, ownedByTheJob]. */
@@ -54,11 +55,12 @@ class ClientService {
     });
   }
 
-  async run(job, connection) {
+  /** A /run job, or with maxCalls 1 a /call: the same loop, ended after one call. */
+  async run(job, connection, maxCalls = 0) {
     const instances = this.instances(job);
     const log = new CallLog();
     const guard = new JobGuard(job.maxDurationMs, job.maxRequests, () => log.requests + target.sent.length);
-    const target = new Target(job, guard);
+    const target = new Target(job, guard, maxCalls === 1 ? this.calls : null);
     guard.onCut.push(() => target.abort());
     const gone = () => guard.fire('disconnected');
     connection.on('end', gone);
@@ -68,7 +70,7 @@ class ClientService {
     for (const [instance] of [...instances].reverse()) call = instance(guard)(call);   // wrap inside-out
     let stoppedBy;
     try {
-      stoppedBy = await this.loop(job, call, target, log, guard);
+      stoppedBy = await this.loop(job, call, target, log, guard, maxCalls);
     } finally {
       guard.close();
       target.close();
@@ -76,14 +78,16 @@ class ClientService {
       connection.off('close', gone);
       for (const [instance, owned] of instances) if (owned && instance.dispose) instance.dispose();
     }
+    if (maxCalls === 1 && !log.calls.length) log.add(false, [], true);   // the deadline or the caller went first
     return {
       protocol: PROTOCOL_VERSION, library: this.library, version: this.version, vu: job.vu,
       total_us: guard.sinceStartUs(), stopped_by: stoppedBy, calls: log.calls,
     };
   }
 
-  async loop(job, call, target, log, guard) {
-    for (;;) {
+  async loop(job, call, target, log, guard, maxCalls) {
+    for (let made = 0; ; made++) {
+      if (maxCalls > 0 && made === maxCalls) return ONE_CALL_STOP;
       if (log.successfulCalls >= job.successes) return 'successes';
       if (log.requests >= job.maxRequests) return 'max_requests';
       if (guard.cut) return guard.cut.reason;

@@ -233,12 +233,12 @@ func (f *Front) dispatch(req *request, reader *bufio.Reader, conn net.Conn) (int
 			return http.StatusMethodNotAllowed, errorBody("/health takes GET")
 		}
 		return http.StatusOK, f.Service.Health()
-	case "/run":
+	case "/run", "/call":
 		if req.method != http.MethodPost {
-			return http.StatusMethodNotAllowed, errorBody("/run takes POST")
+			return http.StatusMethodNotAllowed, errorBody(route + " takes POST")
 		}
 	default:
-		return http.StatusNotFound, errorBody("no route " + clip(strconvQuote(route), 60) + "; there are GET /health and POST /run")
+		return http.StatusNotFound, errorBody("no route " + clip(strconvQuote(route), 60) + "; there are GET /health, POST /run and POST /call")
 	}
 	value, err := DecodeBody(req.body)
 	var job *Job
@@ -249,7 +249,11 @@ func (f *Front) dispatch(req *request, reader *bufio.Reader, conn net.Conn) (int
 		return http.StatusBadRequest, errorBody(err.Error())
 	}
 	gone, stop := watchPeer(reader, conn)
-	result, err := f.Service.Run(job, gone)
+	maxCalls := 0 // a /run: the paper's loop
+	if route == "/call" {
+		maxCalls = 1
+	}
+	result, err := f.Service.Run(job, gone, maxCalls)
 	stop()
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())

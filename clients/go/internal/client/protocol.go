@@ -18,7 +18,11 @@ const (
 	MaxTargetPathChars  = 2048                     // target_url's path and query: the compiler's MAX_TARGET_LENGTH
 	MaxURLChars         = MaxTargetPathChars + 512 // room for http:// and any HOST:PORT besides
 	sharedInstancesKept = 256
+	oneCallStop         = "calls" // a /call's stopped_by when its one call ended by itself
 )
+
+// jobRoutes are the routes that run a job (GET /health's "endpoints").
+var jobRoutes = []string{"/run", "/call"}
 
 // JobError is a malformed job, or one this service cannot run: HTTP 400.
 type JobError struct{ Message string }

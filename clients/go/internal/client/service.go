@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"runtime"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type Service struct {
 	mu     sync.Mutex
 	shared map[string]*list.Element
 	lru    *list.List
+	calls  *http.Transport // the /calls' pool of connections to the target
 }
 
 type sharedEntry struct {
@@ -44,11 +46,12 @@ func NewService(library string, host string, port int) (*Service, error) {
 		return nil, errors.New("unknown library " + library)
 	}
 	return &Service{Library: library, Version: moduleVersion(lib.module), Patterns: lib.patterns, order: lib.order,
-		Host: host, Port: port, shared: map[string]*list.Element{}, lru: list.New()}, nil
+		Host: host, Port: port, shared: map[string]*list.Element{}, lru: list.New(), calls: callTransport()}, nil
 }
 
 func (s *Service) Health() map[string]any {
-	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "patterns": s.order}
+	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "patterns": s.order,
+		"endpoints": jobRoutes}
 }
 
 func (s *Service) wrapper(job *Job, position int) (Wrapper, error) {
@@ -83,7 +86,8 @@ func (s *Service) wrapper(job *Job, position int) (Wrapper, error) {
 }
 
 // Run runs one job; gone is closed when its caller leaves. A JobError when its strategy is wrong.
-func (s *Service) Run(job *Job, gone <-chan struct{}) (map[string]any, error) {
+// maxCalls 0 is a /run job (the paper's loop); 1 is a /call: the same loop, ended after one call.
+func (s *Service) Run(job *Job, gone <-chan struct{}, maxCalls int) (map[string]any, error) {
 	wrappers := make([]Wrapper, len(job.Strategy))
 	for i := range job.Strategy {
 		w, err := s.wrapper(job, i)
@@ -107,7 +111,11 @@ func (s *Service) Run(job *Job, gone <-chan struct{}) (map[string]any, error) {
 		}
 	}()
 	log := &CallLog{}
-	target, err := newTarget(ctx, job, started, func() int { return log.Requests })
+	var pool *http.Transport
+	if maxCalls == 1 {
+		pool = s.calls
+	}
+	target, err := newTarget(ctx, job, started, func() int { return log.Requests }, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +124,20 @@ func (s *Service) Run(job *Job, gone <-chan struct{}) (map[string]any, error) {
 	for i := len(wrappers) - 1; i >= 0; i-- { // outermost first in the job: wrap inside-out
 		call = wrappers[i](call)
 	}
-	stoppedBy := loop(ctx, job, call, target, log)
+	stoppedBy := loop(ctx, job, call, target, log, maxCalls)
+	if maxCalls == 1 && len(log.Calls) == 0 { // the deadline or the caller went before the call began
+		log.Add(false, nil, true)
+	}
 	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "vu": job.VU,
 		"total_us": time.Since(started).Microseconds(), "stopped_by": stoppedBy, "calls": log.Calls}, nil
 }
 
 // loop is the paper's loop: the limits are checked before each call, and inside it by the target and the context.
-func loop(ctx context.Context, job *Job, call Operation, target *Target, log *CallLog) string {
-	for {
+func loop(ctx context.Context, job *Job, call Operation, target *Target, log *CallLog, maxCalls int) string {
+	for made := 0; ; made++ {
 		switch {
+		case made == maxCalls && maxCalls > 0:
+			return oneCallStop
 		case log.SuccessfulCalls >= job.Successes:
 			return "successes"
 		case log.Requests >= job.MaxRequests:

@@ -20,6 +20,7 @@ type Target struct {
 	started   time.Time
 	client    *http.Client
 	transport *http.Transport
+	owned     bool          // its own transport (a /run's), closed with the job; a /call's is the service's pool
 	request   *http.Request // each request is a copy of it, with the call's context
 	logged    func() int    // requests of the calls already logged
 
@@ -27,14 +28,9 @@ type Target struct {
 	sent [][3]int64 // the call in progress
 }
 
-// newTarget builds the job's request once: a target_url Go's URL parser refuses is the job's error
-// (a 400), not a request that cannot be sent.
-func newTarget(ctx context.Context, job *Job, started time.Time, logged func() int) (*Target, error) {
-	request, err := http.NewRequest(http.MethodGet, "http://"+job.Host+":"+strconv.Itoa(job.Port)+job.Path, nil)
-	if err != nil {
-		return nil, jobError("`target_url` cannot be requested: %s", clip(err.Error(), 120))
-	}
-	transport := &http.Transport{
+// userTransport is a virtual user's own keep-alive connection to the target.
+func userTransport() *http.Transport {
+	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		MaxIdleConns:        1,
@@ -44,7 +40,35 @@ func newTarget(ctx context.Context, job *Job, started time.Time, logged func() i
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 	}
-	return &Target{job: job, ctx: ctx, started: started, transport: transport,
+}
+
+// callTransport is the pool of keep-alive connections to the target that /calls share, one call at
+// a time each, as a production client's: a connection per /call overflowed the target's listen queue
+// at hundreds of calls a second (a dropped SYN costs its request a second).
+func callTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConns:        MaxJobs,
+		MaxIdleConnsPerHost: MaxJobs,
+		IdleConnTimeout:     10 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+	}
+}
+
+// newTarget builds the job's request once: a target_url Go's URL parser refuses is the job's error
+// (a 400), not a request that cannot be sent. A nil pool gives the job a connection of its own.
+func newTarget(ctx context.Context, job *Job, started time.Time, logged func() int, pool *http.Transport) (*Target, error) {
+	request, err := http.NewRequest(http.MethodGet, "http://"+job.Host+":"+strconv.Itoa(job.Port)+job.Path, nil)
+	if err != nil {
+		return nil, jobError("`target_url` cannot be requested: %s", clip(err.Error(), 120))
+	}
+	transport, owned := pool, false
+	if transport == nil {
+		transport, owned = userTransport(), true
+	}
+	return &Target{job: job, ctx: ctx, started: started, transport: transport, owned: owned,
 		client: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		}},
@@ -111,5 +135,7 @@ func (t *Target) Send() error {
 }
 
 func (t *Target) Close() {
-	t.transport.CloseIdleConnections()
+	if t.owned {
+		t.transport.CloseIdleConnections()
+	}
 }

@@ -10,9 +10,12 @@ import java.util.function.BooleanSupplier;
 /** Runs virtual users' jobs in the paper's loop and reports raw observations (protocol v1). */
 final class ClientService {
     static final int PROTOCOL = 1;
+    static final String ONE_CALL_STOP = "calls";      // a /call's stopped_by when its one call ended by itself
     private static final int SHARED_INSTANCES_KEPT = 256;
 
     final String version;
+    // the /calls' connections to the target; idle ones kept: protocol.py's MAX_JOBS
+    private final TargetConnections calls = new TargetConnections(512);
     // share: client keeps one pattern instance per key across virtual users (least recently used out)
     private final Map<String, Strategies.Decorator> shared = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
@@ -31,7 +34,7 @@ final class ClientService {
         for (int i = 0; i < Strategies.PATTERNS.size(); i++) {
             out.append(i == 0 ? "" : ",").append(Json.quote(Strategies.PATTERNS.get(i)));
         }
-        return out.append("]}").toString();
+        return out.append("],\"endpoints\":[\"/run\",\"/call\"]}").toString();
     }
 
     private Strategies.Decorator decorator(Job job, int position) {
@@ -52,6 +55,11 @@ final class ClientService {
     }
 
     String run(Job job, BooleanSupplier callerGone) {
+        return run(job, callerGone, 0);
+    }
+
+    /** A /run job (maxCalls 0), or with maxCalls 1 a /call: the same loop, ended after one call. */
+    String run(Job job, BooleanSupplier callerGone, int maxCalls) {
         List<Strategies.Decorator> decorators = new ArrayList<>();
         for (int i = 0; i < job.strategy().size(); i++) {
             decorators.add(decorator(job, i));
@@ -63,16 +71,20 @@ final class ClientService {
         try (JobGuard guard = new JobGuard(job.maxDurationMs(), job.maxRequests(),
                 () -> log.requests + target[0].sent.size(), callerGone)) {
             started = guard.startedNs;
-            target[0] = new Target(job.target().host(), job.target().port(), job.path(), started, guard);
+            target[0] = new Target(job.target().host(), job.target().port(), job.path(), started, guard,
+                    maxCalls == 1 ? calls : null);
             Strategies.Call call = target[0]::send;
             for (int i = decorators.size() - 1; i >= 0; i--) {       // outermost first in the job
                 call = decorators.get(i).wrap(call);
             }
             try {
-                stoppedBy = loop(job, call, target[0], log, guard);
+                stoppedBy = loop(job, call, target[0], log, guard, maxCalls);
             } finally {
-                target[0].close();
+                target[0].release();
             }
+        }
+        if (maxCalls == 1 && log.calls == 0) {     // the deadline or the caller went before the call began
+            log.addCutShort(List.of());
         }
         long totalUs = (System.nanoTime() - started) / 1000;
         return "{\"protocol\":1,\"library\":\"resilience4j\",\"version\":" + Json.quote(version)
@@ -81,8 +93,12 @@ final class ClientService {
     }
 
     /** The paper's loop: the limits are checked before each call, and inside it by the guard. */
-    private static String loop(Job job, Strategies.Call call, Target target, CallLog log, JobGuard guard) {
-        while (true) {
+    private static String loop(Job job, Strategies.Call call, Target target, CallLog log, JobGuard guard,
+                               int maxCalls) {
+        for (int made = 0; ; made++) {
+            if (maxCalls > 0 && made == maxCalls) {
+                return ONE_CALL_STOP;
+            }
             if (log.successfulCalls >= job.successes()) {
                 return "successes";
             }
@@ -123,9 +139,11 @@ final class ClientService {
         private long pendingRepeat;
         long successfulCalls;
         long requests;
+        long calls;                         // calls added, a run-length encoded one counted once each
 
         /** A call cut short (protocol.py): failed, marked, never merged with others. */
         void addCutShort(List<long[]> sent) {
+            calls++;
             requests += sent.size();
             flush();
             append("{\"ok\":false,\"requests\":" + requestsJson(sent) + ",\"cut_short\":true}");
@@ -141,6 +159,7 @@ final class ClientService {
         }
 
         void add(boolean ok, List<long[]> sent) {
+            calls++;
             requests += sent.size();
             if (ok) {
                 successfulCalls++;

@@ -44,6 +44,9 @@ final class HttpFront {
         String health();
 
         Reply run(byte[] body, BooleanSupplier callerGone);
+
+        /** POST /call: the job limited to one call. */
+        Reply call(byte[] body, BooleanSupplier callerGone);
     }
 
     record Reply(int status, String json) {
@@ -397,7 +400,7 @@ final class HttpFront {
             String path = request.path().split("\\?", 2)[0];
             String method = switch (path) {
                 case "/health" -> "GET";
-                case "/run" -> "POST";
+                case "/run", "/call" -> "POST";
                 default -> null;
             };
             if (method == null) {
@@ -410,7 +413,8 @@ final class HttpFront {
                 return new Reply(200, routes.health());
             }
             try {
-                return routes.run(request.body(), this::callerGone);
+                return path.equals("/run") ? routes.run(request.body(), this::callerGone)
+                        : routes.call(request.body(), this::callerGone);
             } catch (JobError e) {
                 return new Reply(400, "{\"error\":" + Json.quote(e.getMessage()) + "}");
             }

@@ -72,6 +72,12 @@ public final class Main {
                 Job job = Job.parse(Json.parse(utf8(body)), only);
                 return new HttpFront.Reply(200, service.run(job, callerGone));
             }
+
+            @Override
+            public HttpFront.Reply call(byte[] body, BooleanSupplier callerGone) {
+                Job job = Job.parse(Json.parse(utf8(body)), only);
+                return new HttpFront.Reply(200, service.run(job, callerGone, 1));
+            }
         });
         front.start();
         Runtime.getRuntime().addShutdownHook(new Thread(front::stop));

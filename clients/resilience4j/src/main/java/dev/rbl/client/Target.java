@@ -7,6 +7,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -35,12 +36,26 @@ final class Target {
     private final byte[] request;
     private final long startedNs;
     private final JobGuard guard;           // null for the warm-up
+    private final TargetConnections pool;   // a /call's: the service's; null: a connection of its own
     private Socket socket;
     private InputStream in;
     private OutputStream out;
+    private boolean reused;                 // the connection came from the pool and has not answered yet
     List<long[]> sent = new ArrayList<>();
 
     Target(String host, int port, String path, long startedNs, JobGuard guard) {
+        this(host, port, path, startedNs, guard, null);
+    }
+
+    Target(String host, int port, String path, long startedNs, JobGuard guard, TargetConnections pool) {
+        this.pool = pool;
+        TargetConnections.Idle idle = pool == null ? null : pool.take();
+        if (idle != null) {
+            socket = idle.socket();
+            in = idle.in();
+            out = idle.out();
+            reused = true;
+        }
         this.host = host;
         this.port = port;
         String authority = host.contains(":") ? "[" + host + "]" : host;
@@ -77,6 +92,16 @@ final class Target {
         int status;
         try {
             status = exchange(timeout);
+        } catch (StaleConnection e) {
+            // a pooled connection the target had closed while it was idle: the request never reached
+            // it, so it goes again on a new connection (as Go's and Node's HTTP clients do)
+            close();
+            try {
+                status = exchange(timeout);
+            } catch (IOException | RuntimeException again) {
+                close();
+                status = 0;
+            }
         } catch (IOException | RuntimeException e) {
             close();
             status = 0;
@@ -91,7 +116,24 @@ final class Target {
         }
     }
 
+    /** The job is over: its connection closes, or, a /call's and open, goes back to the pool. */
+    void release() {
+        if (pool != null && socket != null && !socket.isClosed()) {
+            pool.give(socket, in, out);
+            socket = null;
+        }
+        close();
+    }
+
+    /** A closed pooled connection found before any byte of its answer: the request may go again. */
+    private static final class StaleConnection extends IOException {
+        StaleConnection() {
+            super("a pooled connection was closed by the target", null);
+        }
+    }
+
     void close() {
+        reused = false;
         if (socket != null) {
             try {
                 socket.close();
@@ -111,8 +153,24 @@ final class Target {
             out = new BufferedOutputStream(socket.getOutputStream(), 1024);
         }
         socket.setSoTimeout(timeout);
-        out.write(request);
-        out.flush();
+        boolean stale = reused;
+        reused = false;
+        try {
+            out.write(request);
+            out.flush();
+            in.mark(1);
+            if (in.read() == -1) {
+                throw new IOException("connection closed before the response");
+            }
+            in.reset();
+        } catch (SocketTimeoutException e) {
+            throw e;                        // the target is slow, not gone
+        } catch (IOException e) {
+            if (stale) {
+                throw new StaleConnection();
+            }
+            throw e;
+        }
         String statusLine = line();
         if (!statusLine.startsWith("HTTP/1.")) {
             throw new IOException("not an HTTP response: " + statusLine);
