@@ -20,7 +20,7 @@ MS = 1_000_000  # nanoseconds
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Routes: /ok, /slow (300 ms), /hang (3 s), /flags, /calls/ok, /calls/none, /text."""
+    """Routes: /ok, /slow (300 ms), /hang (3 s), /flags, /calls/ok, /calls/none, /calls/null, /text."""
     protocol_version = "HTTP/1.1"          # keep-alive, as rbl-load expects of its targets
 
     def log_message(self, *args) -> None:
@@ -48,6 +48,11 @@ class Handler(BaseHTTPRequestHandler):
             reply = json.dumps({"protocol": 1, "calls": [{"ok": True, "requests": [[0, 9, 503], [30, 8, 200]]}]}).encode()
         elif self.path == "/calls/none":
             reply = json.dumps({"protocol": 1, "calls": [{"ok": False, "requests": [], "cut_short": True}]}).encode()
+        elif self.path == "/calls/null":
+            reply = json.dumps({"calls": [{"ok": False, "requests": [[0, 5, None]]}, {"ok": True}]}).encode()
+        elif self.path == "/text":
+            reply = b'["calls"]'
+
         try:
             self.send_response(200)
             for name, value in headers.items():
@@ -146,6 +151,16 @@ def test_a_slow_server_does_not_delay_later_sends(rbl_load, tmp_path, server):
     assert all(r["status"] == "200" and int(r["latency_ns"]) >= 300 * MS for r in records.values())
 
 
+def test_max_connections_limits_requests_in_flight(rbl_load, tmp_path, server):
+    """One connection: the 300 ms requests go one after the other, and the lag shows it."""
+    offsets = [i * 10 * MS for i in range(4)]
+    done, records, summary = run_load(rbl_load, tmp_path, url(server, "/slow"), offsets, "--max-connections", "1")
+    assert done.returncode == 0, done.stderr
+    assert len({s["port"] for s in server.seen}) == 1
+    assert max(int(r["sent_ns"]) for r in records.values()) >= 3 * 300 * MS
+    assert summary["lag_max_ms"] >= 3 * 300 - 30
+
+
 def test_a_client_services_reply_fills_ok_requests_and_last_status(rbl_load, tmp_path, server):
     job = tmp_path / "job.json"
     job.write_text('{"protocol": 1, "vu": 0}')
@@ -158,6 +173,9 @@ def test_a_client_services_reply_fills_ok_requests_and_last_status(rbl_load, tmp
     done, records, _ = run_load(rbl_load, tmp_path, url(server, "/calls/none"), [0], "--method", "POST",
                                 "--body-file", str(job))
     assert (records[0]["ok"], records[0]["requests"], records[0]["last_status"]) == ("0", "0", "")
+    for path, fields in (("/calls/null", ("0", "1", "")), ("/text", ("", "", ""))):
+        done, records, _ = run_load(rbl_load, tmp_path, url(server, path), [0])
+        assert (records[0]["ok"], records[0]["requests"], records[0]["last_status"]) == fields, path
 
 
 def test_the_flags_header_is_recorded(rbl_load, tmp_path, server):

@@ -37,9 +37,9 @@ func callFields(body []byte) (ok, requests, lastStatus string) {
 	}
 	requests = strconv.Itoa(len(call.Requests))
 	if n := len(call.Requests); n > 0 && len(call.Requests[n-1]) >= 3 {
-		var status int64
-		if json.Unmarshal(call.Requests[n-1][2], &status) == nil {
-			lastStatus = strconv.FormatInt(status, 10)
+		var status *int64 // a null stays empty
+		if json.Unmarshal(call.Requests[n-1][2], &status) == nil && status != nil {
+			lastStatus = strconv.FormatInt(*status, 10)
 		}
 	}
 	return ok, requests, lastStatus
