@@ -539,6 +539,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         space = _compile(spec, overrides=overrides).space
         header, lines = plan_header(space), iter_scenario_lines(space)
         check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
+    if "load" in header and backend != "local":
+        raise UsageError(f"open-loop load (`load = open`) runs on the local backend only; --backend {backend} "
+                         "cannot run it yet", hint="leave out --backend: the local backend runs it")
     if dry_run:
         from .runner.dry_run import dry_run as check_services
         raise typer.Exit(check_services(header, lines, chosen, console))
@@ -556,6 +559,56 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     out = output or default_run_dir(header["name"] + (f"-shard{shard_.index}of{shard_.count}" if shard_ else ""))
     raise typer.Exit(_maybe_report(out, console, start_run(header, lines, out, chosen, console, round_timeout,
                                                            order, order_seed, allow_violations, shard_), report))
+
+
+@app.command()
+def calibrate(spec: Path = SpecArg,
+              force: bool = typer.Option(False, "--force", help="Measure again even when a capacity is stored."),
+              proxy: str = typer.Option("auto", "--proxy", help="The fault proxy the runs will use: auto, envoy "
+                                                                 "or builtin (capacity is stored per proxy)."),
+              workers: Optional[int] = typer.Option(None, "--workers", min=1,
+                                                    help="gunicorn workers per target replica without a CPU "
+                                                         "budget [default: one per core].")):
+    """Measure the spec's target's capacity on this machine: the highest rate of successful
+    requests whose p95 response time stays under the spec's `load.slo` (default 100 ms), through
+    the fault proxy at 0% faults. Stored per machine and target; open-loop specs that give
+    `load.rate` as a share of capacity use it."""
+    import tempfile
+    from rich.console import Console
+    from .backends.local.backend import LocalOptions, LocalServices
+    from .backends.local.proxy import choose_proxy
+    from .compiler.plan import plan_header
+    from .compiler.expand import iter_scenarios
+    from .runner.capacity import calibrate as measure, slo_of, store_capacity, stored_capacity, target_key
+    from .runner.open_loop import loadgen_binary
+    from .runner.progress import BuildNotice
+    console = Console(stderr=True)
+    space = _compile(spec).space
+    header = plan_header(space)
+    slo_ms = slo_of(iter_scenarios(space)) if space.workload is not None else 100.0
+    options = LocalOptions(proxy=proxy) if workers is None else LocalOptions(proxy=proxy, workers=workers)
+    chosen = choose_proxy(proxy)
+    key = target_key(header["target"], chosen.kind, slo_ms)
+    stored = stored_capacity(key)
+    if stored is not None and not force:
+        typer.echo(f"{stored['capacity_rps']:g}")
+        console.print(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again",
+                      highlight=False)
+        return
+    with BuildNotice(console) as notice:
+        binary = loadgen_binary(say=notice.say)
+    with tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
+        with LocalServices(Path(work) / "logs", {}, options, 1, chosen, header["target"]) as services:
+            console.print(f"target: {services.target_description}; fault proxy: {chosen.describe()}", highlight=False)
+            console.print(f"calibrating {header['target']['path']}: p95 under {slo_ms:g} ms", highlight=False)
+            record = measure(binary, services.target_url(header["target"]["path"]), slo_ms, Path(work) / "steps",
+                             say=lambda text: console.print(text, highlight=False, markup=False))
+    if record["capacity_rps"] <= 0:
+        raise RblError(f"the target did not serve even the first step with p95 under {slo_ms:g} ms",
+                       hint="give it more CPU (target.cpus) or less work per request")
+    path = store_capacity(key, record)
+    typer.echo(f"{record['capacity_rps']:g}")
+    console.print(f"capacity: {record['capacity_rps']:g} req/s (stored in {path})", highlight=False)
 
 
 def _services_backend(backend: str, options, network: str, images: list[str]):

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from ..report.keyed_table import NumberColumn, print_keyed_table
 from ..report.labels import METRIC_TITLES, Labeller, plural
+from ..compiler.workload import describe_load
 from ..store.results import RunDirectory
 
 
@@ -42,10 +43,44 @@ def summary_rows(run: RunDirectory) -> list[tuple]:
             for (client, fault, users), cell in cells.items()]
 
 
+# an open-loop round's headline metrics (store/open_metrics.py): title, how a median is shown
+OPEN_LOOP_SUMMARY = {"offeredRate": ("offered req/s", "{:.1f}"), "carriedThroughput": ("carried", "{:.1%}"),
+                     "circuitBrokenShare": ("circuit broken", "{:.1%}"), "rejectedShare": ("rejected", "{:.1%}"),
+                     "timedOutShare": ("timed out", "{:.1%}"), "failedShare": ("failed", "{:.1%}"),
+                     "successP95Ms": ("success p95 ms", "{:.1f}"), "successP99Ms": ("success p99 ms", "{:.1f}"),
+                     "p95UnderSloShare": ("p95 under SLO", "{:.0%}")}
+
+
+def open_loop_rows(run: RunDirectory) -> list[tuple[str, list[str]]]:
+    """Per scenario (client and configuration at one fault rate and load), medians over its rounds."""
+    labeller = Labeller(run.plan_header())
+    cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for row in run.rows():
+        if row.get("warmup") or "offeredRequests" not in row:
+            continue
+        load = describe_load(row["load"]) if isinstance(row.get("load"), dict) else "-"
+        cell = cells[(labeller.label({"client": row["client"], "config": row["config"]}), row["faultPercentage"], load)]
+        for column in OPEN_LOOP_SUMMARY:
+            cell[column].append(row.get(column))
+    rows = []
+    for (client, fault, load), cell in cells.items():
+        values = []
+        for column, (_, shape) in OPEN_LOOP_SUMMARY.items():
+            present = [v for v in cell[column] if v is not None]
+            values.append(shape.format(median(present)) if present else "-")
+        rows.append((client, [f"{fault:g}", load, *values]))
+    return rows
+
+
 def print_summary(run: RunDirectory, console: Console, proxy: str | None = None) -> None:
     overrides = run.plan_header().get("source", {}).get("overrides")
     if overrides:
         console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
+    if "load" in run.plan_header():
+        columns = [NumberColumn(name) for name in ["fault %", "load", *(t for t, _ in OPEN_LOOP_SUMMARY.values())]]
+        title = "open-loop load, median over rounds" + (f" (fault proxy: {proxy})" if proxy else "")
+        print_keyed_table(console, title, "client and configuration", columns, open_loop_rows(run))
+        return
     names = ["fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
              METRIC_TITLES["successTimePerRequest"], "fault % applied"]
     found = summary_rows(run)

@@ -6,6 +6,7 @@ import math
 import re
 
 from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS
+from .open_metrics import OPEN_LOOP_COLUMNS
 from .shards import MAX_SHARDS
 
 FAULT_KINDS = ("abort", "delay")
@@ -70,16 +71,20 @@ def scenario_problem(scenario, client_labels: set[str]) -> str | None:
 
 
 # every row the executor writes has these (the CSV's columns); values may be null
-ROW_KEYS = ("userId", "startTime", "endTime", "users", "round", "lib", "strategy", "faultPercentage",
-            "faultType", "config", "scenarioId", "scenarioIndex", "client", "share", "stoppedBy",
-            "faultRateApplied", "proxyRequests", *METRIC_COLUMNS, *LATENCY_COLUMNS)
+BASE_ROW_KEYS = ("userId", "startTime", "endTime", "users", "round", "lib", "strategy", "faultPercentage",
+                 "faultType", "config", "scenarioId", "scenarioIndex", "client", "share", "stoppedBy",
+                 "faultRateApplied", "proxyRequests")
+ROW_KEYS = (*BASE_ROW_KEYS, *METRIC_COLUMNS, *LATENCY_COLUMNS)
+# an open-loop round's row (runner/open_loop.py): the round's overload metrics instead of a user's
+OPEN_LOOP_ROW_KEYS = (*BASE_ROW_KEYS, *OPEN_LOOP_COLUMNS)
 
 
 def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
     """What is wrong with one line of results.jsonl, given the plan's scenarios (id -> users)."""
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not a row object"
-    missing = [key for key in ROW_KEYS if key not in row]
+    open_loop = "offeredRequests" in row
+    missing = [key for key in (OPEN_LOOP_ROW_KEYS if open_loop else ROW_KEYS) if key not in row]
     if missing:
         return f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"
     if not isinstance(row["scenarioId"], str) or row["scenarioId"] not in users_of:
@@ -93,7 +98,7 @@ def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
         return f"its userId is not 1..{users}"
     if not isinstance(row["config"], dict):
         return "its config is not an object"
-    for key in (*METRIC_COLUMNS, *LATENCY_COLUMNS, "faultRateApplied"):
+    for key in (*(OPEN_LOOP_COLUMNS if open_loop else (*METRIC_COLUMNS, *LATENCY_COLUMNS)), "faultRateApplied"):
         if row[key] is not None and not (is_number(row[key]) and abs(row[key]) <= METRIC_LIMIT):
             return f"its {key} is not a number" + (f" up to {METRIC_LIMIT:.0e}" if is_number(row[key]) else "")
     return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-PERIOD_US = 100_000
+PERIOD_US = 10_000          # short: a 100 ms period lets a burst run, then stalls the replica for tens of ms
 
 
 @dataclass
