@@ -17,14 +17,18 @@ from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
 from ..store.metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
                              SPIN_FREE_COLUMNS)
+from ..store.open_metrics import OPEN_LOOP_COLUMNS
+from ..store.requests import REQUESTS
 from .design_notes import design_notes, spin_dependent
 from .findings_view import print_findings
 from .run_facts import hosts
 from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
-KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS)
+KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS,
+                 *OPEN_LOOP_COLUMNS)
 MESH_DEFAULT_METRICS = ("circuitBrokenRequests", "sidecarRetries")    # what a mesh policy did, beside the paper's
+OPEN_LOOP_DEFAULT_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")   # the overload papers'
 
 
 @dataclass
@@ -62,6 +66,11 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         files += paths
         figures.append({"title": METRIC_TITLES.get(metric, metric),
                         "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+    # an open-loop run's per-request figures (rbl/report/overload_figures.py); none for a closed-loop run
+    from .overload_figures import overload_section
+    overload_figures, overload_files = overload_section(run_dir, header, cells, out_dir)
+    figures += overload_figures
+    files += overload_files
     manifest = _manifest(run_dir / "manifest.json", console)
     noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
     files += noise_files
@@ -80,7 +89,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     files = output.commit(files + [html_path])
     print_findings(findings, console, explain)
     print_noise_verdict(noise, console, explain, run_dir)
-    print_table(records, metrics, console)
+    print_table(records, metrics, console, unmeasured(cells, metrics))
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     return Report(output.path, files, records)
@@ -168,15 +177,33 @@ def print_noise_verdict(noise: dict, console: Console, explain: bool, run_dir: P
                       highlight=False, markup=False)
 
 
-def print_table(records: list[dict], metrics: list[str], console: Console) -> None:
-    columns = [NumberColumn("fault %"), NumberColumn("users"),
+def unmeasured(cells: list, metrics: list[str]) -> set[tuple[str, str]]:
+    """(scenario id, metric) of cells that do not measure the metric: an open-loop scenario (`load`)
+    none of Table 2's, a closed-loop one none of the overload metrics, or rows without it at all.
+    The table says 'not measured' there, not '-' (a metric undefined in this cell's rounds)."""
+    found = set()
+    for cell in cells:
+        rows = [row for rows in cell.rounds.values() for row in rows]
+        for metric in metrics:
+            other_loop = (metric in OPEN_LOOP_COLUMNS) != ("load" in cell.scenario)
+            if rows and ((other_loop and all(row.get(metric) is None for row in rows))
+                         or not any(metric in row for row in rows)):
+                found.add((cell.scenario["id"], metric))
+    return found
+
+
+def print_table(records: list[dict], metrics: list[str], console: Console,
+                not_measured: set[tuple[str, str]] = frozenset()) -> None:
+    open_loop = any("load" in r for r in records)          # the load column only where there is one
+    columns = [NumberColumn("fault %"), NumberColumn("users"), *([NumberColumn("load", "left")] if open_loop else []),
                *(NumberColumn(METRIC_TITLES.get(m, m)) for m in metrics), NumberColumn("status", "left")]
     rows = []
     for r in records:
-        cells = [f"{r['faultRate']:g}", str(r["users"])]
+        cells = [f"{r['faultRate']:g}", str(r["users"]), *([escape(r.get("load", "closed loop"))] if open_loop else [])]
         for metric in metrics:
             median, low, high = r[f"{metric}.median"], r[f"{metric}.ci95Low"], r[f"{metric}.ci95High"]
-            text = "-" if median is None else f"{median:.4g}"
+            text = ("not measured" if (r["scenarioId"], metric) in not_measured else "-") if median is None \
+                else f"{median:.4g}"
             if low is not None:
                 text += f" [{low:.4g}, {high:.4g}]" + ("*" if r.get("interval") == "rounds-t" else "")
             cells.append(text)
@@ -203,10 +230,24 @@ def _manifest(path: Path, console: Console) -> dict:
 
 
 def _default_metrics(run_dir: Path) -> list[str]:
-    """The paper's two, and for a plan with mesh clients what their sidecars refused and retried."""
+    """The paper's two, and for a plan with mesh clients what their sidecars refused and retried; for
+    an open-loop run (per-request records), the overload metrics, with the paper's only when some
+    scenario is closed-loop."""
+    if (run_dir / REQUESTS).is_dir():
+        return [*(DEFAULT_METRICS if _has_closed_loop(run_dir) else ()), *OPEN_LOOP_DEFAULT_METRICS]
     try:
         clients = json.loads((run_dir / "plan.json").read_text(encoding="utf-8")).get("clients", [])
         mesh = any(isinstance(c, dict) and c.get("service") == "mesh" for c in clients)
     except (OSError, ValueError, AttributeError, RecursionError):
         mesh = False                     # the plan's own checks report a damaged plan later
     return [*DEFAULT_METRICS, *(MESH_DEFAULT_METRICS if mesh else ())]
+
+
+def _has_closed_loop(run_dir: Path) -> bool:
+    """Whether a scenario of the run has no `load` (closed loop); a damaged plan reads as closed loop
+    (its checks report it later)."""
+    from ..store.results import RunDirectory
+    try:
+        return any("load" not in scenario for scenario in RunDirectory(run_dir).scenarios())
+    except (UsageError, OSError, ValueError, RecursionError):
+        return True

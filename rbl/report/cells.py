@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..store.results import MANIFEST, RESULTS, RunDirectory
 from ..store.run_reader import DOCUMENT_LIMIT, check_member
-from .labels import METRIC_TITLES as TITLES, Labeller
+from .labels import METRIC_TITLES as TITLES, Labeller, load_text
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
 
 DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
@@ -132,6 +132,8 @@ def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> lis
         record = {"scenarioId": cell.scenario["id"], "client": cell.client, "library": cell.library,
                   "pattern": cell.pattern, "configuration": configuration_label(cell.scenario, labeller),
                   "faultRate": cell.fault_rate, "users": cell.users, "status": cell.status}
+        if "load" in cell.scenario:        # an open-loop scenario: its load tells its cells apart
+            record["load"] = load_text(cell.scenario).removeprefix("load ")
         for metric in metrics:
             e = cell.estimates[metric]
             record.update({f"{metric}.median": e.median, f"{metric}.ci95Low": e.low, f"{metric}.ci95High": e.high,

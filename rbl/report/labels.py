@@ -13,6 +13,14 @@ METRIC_TITLES = {
     "totalExecutionTime": "total execution time (ms)",
     "circuitBrokenRequests": "circuit-broken requests (sidecar 503 UO)",
     "sidecarRetries": "sidecar retries in the round",
+    # open-loop rounds (rbl/store/open_metrics.py)
+    "carriedThroughput": "carried throughput (successes / offered)",
+    "carriedRate": "carried rate (successes/s)",
+    "offeredRate": "offered rate (requests/s)",
+    "successP99Ms": "p99 of successful response time (ms)",
+    "successP95Ms": "p95 of successful response time (ms)",
+    "successP50Ms": "median successful response time (ms)",
+    "p95UnderSloShare": "share of windows with p95 under the SLO",
 }
 
 
@@ -63,3 +71,40 @@ def _native(value) -> str:
 def plural(count: int, word: str, many: str | None = None) -> str:
     """`1 round`, `2 rounds`."""
     return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def load_of(scenario: dict) -> dict:
+    """An open-loop scenario's load record (rbl/compiler/workload.py); {} for a closed-loop one."""
+    load = scenario.get("load")
+    return load if isinstance(load, dict) else {}
+
+
+def number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _rate_text(rate) -> str | None:
+    """A rate in the language's spelling: `120% of capacity` (load.rate) or `200 req/s` (load.rps)."""
+    if not isinstance(rate, dict):
+        return None
+    if number(rate.get("share")) is not None:
+        return f"{rate['share'] * 100:g}% of capacity"
+    if number(rate.get("rps")) is not None:
+        return f"{rate['rps']:g} req/s"
+    return None
+
+
+def load_text(scenario: dict) -> str:
+    """`load 120% of capacity, poisson, spikes to 140% of capacity`; '' for a closed-loop scenario.
+    Keys a plan lacks are left out (the runner's record may grow)."""
+    if "load" not in scenario:
+        return ""
+    load = load_of(scenario)
+    parts = [f"load {_rate_text(load.get('rate')) or '?'}"]
+    if isinstance(load.get("arrivals"), str):
+        parts.append(load["arrivals"])
+    profile = load.get("profile")
+    if isinstance(profile, dict) and isinstance(profile.get("kind"), str) and profile["kind"] != "constant":
+        peak = _rate_text(profile.get("peak"))
+        parts.append(f"{profile['kind']} to {peak}" if peak else profile["kind"])
+    return ", ".join(parts)

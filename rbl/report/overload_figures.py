@@ -1,0 +1,302 @@
+"""The report's figures of an open-loop run, from its per-request records (rbl/store/requests.py):
+
+- response classes over scheduled time (mean per 1-s bin over a scenario's measured rounds, stacked:
+  success, failed, circuit broken, timed out, rejected), the warm-up shaded; a panel per scenario,
+  rows = configurations, columns = conditions (load, fault rate, users);
+- the CDF of successful response time (log x), a panel per condition, a line per configuration;
+- overload metrics (carried throughput, p99 of successes, share of windows under the SLO) against
+  the axis that varies (the offered load, else the fault rate, else a client parameter), a line per
+  configuration (per client when a client parameter is on x): medians over rounds, min-max bars.
+
+Only rounds the report counts are drawn (not warm-up or failed rounds). A run without a requests
+directory (closed loop) gets none of these."""
+
+from __future__ import annotations
+
+import base64
+import statistics
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from matplotlib.ticker import FuncFormatter
+
+from ..store.open_metrics import class_time_series, open_loop_metrics, success_cdf
+from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
+from .cells import Cell
+from .figures import PALETTE, MARKERS, write_figure, plt
+from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
+
+CLASS_COLOURS = {"success": "#228833", "failed": "#EE6677", "circuit_broken": "#AA3377", "timed_out": "#CCBB44",
+                 "rejected": "#BBBBBB"}
+CLASS_NAMES = {"success": "success", "failed": "failed", "circuit_broken": "circuit broken", "timed_out": "timed out",
+               "rejected": "rejected"}
+FIGURE_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")
+COLUMNS_PER_FIGURE = 6            # conditions per time-series figure; more make several figures
+BIN_S = 1.0
+
+
+def _rate_of(scenario: dict, where: str, unit: str) -> float | None:
+    """The load's rate (`rate`) or its profile's peak (`peak`), in % of capacity or req/s."""
+    load = load_of(scenario)
+    rate = load.get("rate") if where == "rate" else (load.get("profile") or {}).get("peak") \
+        if isinstance(load.get("profile"), dict) else None
+    value = _number(rate.get(unit)) if isinstance(rate, dict) else None
+    return value * 100 if value is not None and unit == "share" else value
+
+
+# the x axes figure (c) may use, in order of preference: (title, value of a scenario)
+LOAD_AXES = (
+    ("offered load (% of capacity)", lambda s: _rate_of(s, "rate", "share")),
+    ("offered load (req/s)", lambda s: _rate_of(s, "rate", "rps")),
+    ("peak load (% of capacity)", lambda s: _rate_of(s, "peak", "share")),
+    ("peak load (req/s)", lambda s: _rate_of(s, "peak", "rps")),
+    ("fault rate (%)", lambda s: _number(s["fault"]["rate"])),
+)
+
+
+def x_axis(cells: list[Cell]) -> tuple[str, object, str | None]:
+    """(title, value function, client parameter or None): the first axis that varies over `cells`."""
+    for title, value in LOAD_AXES:
+        if len({value(c.scenario) for c in cells} - {None}) > 1:
+            return title, value, None
+    parameters = dict.fromkeys(p for c in cells for p in c.scenario.get("config", {}))
+    for parameter in parameters:
+        values = {c.scenario["config"].get(parameter) for c in cells}
+        if len(values - {None}) > 1 and all(_number(v) is not None for v in values - {None}):
+            return parameter, lambda s, p=parameter: _number(s.get("config", {}).get(p)), parameter
+    return LOAD_AXES[-1][0], LOAD_AXES[-1][1], None
+
+
+def condition(scenario: dict, varying: set[str]) -> str:
+    """What a scenario's client ran under, as far as it varies in the run."""
+    parts = []
+    if "load" in varying:
+        parts.append(load_text(scenario) or "closed loop")
+    if "fault" in varying:
+        parts.append(f"fault {scenario['fault']['rate']:g}%")
+    if "users" in varying:
+        parts.append(f"{scenario['users']} users")
+    return ", ".join(parts)
+
+
+def varying_conditions(cells: list[Cell]) -> set[str]:
+    found = {"load": {load_text(c.scenario) for c in cells}, "fault": {c.fault_rate for c in cells},
+             "users": {c.users for c in cells}}
+    return {name for name, values in found.items() if len(values) > 1}
+
+
+def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Path) -> tuple[list[dict], list[Path]]:
+    """The figures (for report.html: title and PNG in base64) and their files; none without requests/."""
+    if not (run_dir / REQUESTS).is_dir():
+        return [], []
+    counted = {c.scenario["id"]: c for c in cells if c.rounds}
+    table = read_requests(run_dir, list(counted))
+    if table.num_rows:
+        keys = pc.binary_join_element_wise(table.column("scenario"), pc.cast(table.column("round"), pa.string()), ":")
+        wanted = [f"{sid}:{r}" for sid, cell in counted.items() for r in cell.rounds]
+        table = table.filter(pc.is_in(keys, pa.array(wanted, pa.string())))
+    present = set(pc.unique(table.column("scenario")).to_pylist())
+    drawn = [c for c in cells if c.scenario["id"] in counted and c.scenario["id"] in present]
+    if not drawn:
+        return [], []
+    labeller = Labeller(header)
+    per_cell = {c.scenario["id"]: table.filter(pc.equal(table.column("scenario"), c.scenario["id"])) for c in drawn}
+    figures, files = [], []
+    varying = varying_conditions(drawn)
+    made = [*class_figures(header, drawn, per_cell, labeller, varying),
+            ("Successful response time, CDF (measured requests of the counted rounds)", "overload-cdf",
+             cdf_figure(header, drawn, per_cell, labeller, varying)),
+            metrics_figure(header, drawn, per_cell, labeller, varying)]
+    for title, stem, figure in made:
+        paths = write_figure(figure, out_dir, stem)
+        files += paths
+        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+    return figures, files
+
+
+def _grid(cells: list[Cell], labeller: Labeller, varying: set[str]) -> tuple[list[str], list[str]]:
+    rows = list(dict.fromkeys(labeller.label(c.scenario) for c in cells))
+    columns = list(dict.fromkeys(condition(c.scenario, varying) for c in cells))
+    return rows, columns
+
+
+def _warmup_s(cell: Cell, table: pa.Table) -> float | None:
+    declared = _number(load_of(cell.scenario).get("warmup_s"))
+    if declared is not None:
+        return declared
+    measured = table.filter(pc.invert(pc.fill_null(table.column("warmup"), False)))
+    if measured.num_rows == table.num_rows:
+        return None
+    return pc.min(measured.column("scheduled_s")).as_py() if measured.num_rows else \
+        pc.max(table.column("scheduled_s")).as_py()
+
+
+def class_figures(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
+    """(title, stem, figure) for each group of up to COLUMNS_PER_FIGURE conditions."""
+    rows, columns = _grid(cells, labeller, varying)
+    groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+    for number, group in enumerate(groups, 1):
+        figure, grid = plt.subplots(len(rows), len(group), squeeze=False, sharex=True,
+                                    figsize=(3.6 * len(group) + 1.5, 2.3 * len(rows) + 1.0))
+        for cell in cells:
+            column = condition(cell.scenario, varying)
+            if column not in group:
+                continue
+            ax = grid[rows.index(labeller.label(cell.scenario))][group.index(column)]
+            table = per_cell[cell.scenario["id"]]
+            series = class_time_series(table, BIN_S)
+            series = series + [{**series[-1], "t": series[-1]["t"] + BIN_S}] if series else series   # close the last bin
+            times = [s["t"] for s in series]
+            ax.stackplot(times, *[[s[name] / BIN_S for s in series] for name in RESPONSE_CLASSES], step="post",
+                         colors=[CLASS_COLOURS[n] for n in RESPONSE_CLASSES],
+                         labels=[CLASS_NAMES[n] for n in RESPONSE_CLASSES], linewidth=0)
+            warmup = _warmup_s(cell, table)
+            if warmup:
+                ax.axvspan(0, warmup, facecolor="#ffffff", alpha=0.45, edgecolor="#555555", hatch="//", linewidth=0,
+                           zorder=3, label="warm-up (not measured)")      # over the stack: it is not measured
+            rounds = len(cell.rounds)
+            ax.set_title(f"{labeller.label(cell.scenario)}\n{column}" if column else labeller.label(cell.scenario),
+                         fontsize=8)
+            ax.text(0.98, 0.96, f"mean of {rounds} round{'s' if rounds != 1 else ''}", transform=ax.transAxes,
+                    fontsize=7, ha="right", va="top")
+            ax.tick_params(labelsize=7)
+            ax.grid(True, alpha=0.3)
+        for row in grid:
+            for ax in row:
+                if not ax.has_data():
+                    ax.set_axis_off()
+        for ax in grid[-1]:
+            ax.set_xlabel("scheduled send time (s)", fontsize=8)
+        for row in grid:
+            row[0].set_ylabel("requests per s", fontsize=8)
+        handles, names = next((ax.get_legend_handles_labels() for row in grid for ax in row
+                               if "warm-up (not measured)" in ax.get_legend_handles_labels()[1]),
+                              grid[0][0].get_legend_handles_labels())
+        figure.legend(handles, names, loc="upper center", ncol=6, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.96))
+        part = f" ({number} of {len(groups)})" if len(groups) > 1 else ""
+        figure.suptitle(f"{header['name']}: response classes per {BIN_S:g}-s bin of scheduled time{part}", fontsize=11)
+        figure.tight_layout(rect=(0, 0, 1, 0.92))
+        stem = "overload-classes" + (f"-{number}" if len(groups) > 1 else "")
+        yield (f"Response classes over time, mean per {BIN_S:g}-s bin over the counted rounds{part}", stem, figure)
+
+
+def _styles(labels: list[str]) -> dict[str, tuple[str, str]]:
+    return {label: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, label in enumerate(labels)}
+
+
+def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
+    rows, columns = _grid(cells, labeller, varying)
+    styles = _styles(rows)
+    figure, grid = plt.subplots(1, len(columns), squeeze=False, sharex=True, sharey=True,
+                                figsize=(4.0 * len(columns) + 3.0, 3.4))
+    for cell in cells:
+        column = condition(cell.scenario, varying)
+        ax = grid[0][columns.index(column)]
+        times, probabilities = success_cdf(per_cell[cell.scenario["id"]])
+        label = labeller.label(cell.scenario)
+        if times:
+            ax.step([max(t, 1e-3) for t in times], probabilities, where="post", color=styles[label][0], label=label,
+                    linewidth=1.4)
+        ax.set_title(column or "all scenarios", fontsize=9)
+    for ax in grid[0]:
+        ax.set_xscale("log")
+        _plain_log_ticks(ax.xaxis)
+        ax.set_xlabel("response time from scheduled send (ms, log)", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.tick_params(which="both", labelsize=7)
+    grid[0][0].set_ylabel("share of successful requests", fontsize=8)
+    handles, names = _legend(grid[0])
+    if handles:
+        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=7, frameon=False)
+    figure.suptitle(f"{header['name']}: successful response time, CDF", fontsize=11)
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
+    return figure
+
+
+def _plain_log_ticks(axis) -> None:
+    """Log-scale ticks as plain numbers (20, 50, 100 ms), not powers of ten."""
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
+
+
+def _legend(axes) -> tuple[list, list]:
+    handles, names = [], []
+    for ax in axes:
+        for handle, name in zip(*ax.get_legend_handles_labels()):
+            if name not in names:
+                handles.append(handle)
+                names.append(name)
+    return handles, names
+
+
+def round_values(cell: Cell, table: pa.Table, metric: str) -> list[float]:
+    """The metric of each counted round: the row's value (the runner computes it), or, for a row
+    without it, computed from the round's requests with the scenario's load settings."""
+    load = load_of(cell.scenario)
+    values = []
+    for round_number, rows in sorted(cell.rounds.items()):
+        row = rows[0]
+        if metric in row:
+            value = row[metric]
+        else:
+            requests = table.filter(pc.equal(table.column("round"), round_number))
+            duration, warmup = _number(load.get("duration_s")), _number(load.get("warmup_s")) or 0.0
+            value = open_loop_metrics(requests, window_s=_number(load.get("window_s")) or 5.0,
+                                      slo_ms=_number(load.get("slo_ms")) or 100.0,
+                                      measured_s=duration - warmup if duration else None,
+                                      start_s=warmup if duration else None)[metric] if requests.num_rows else None
+        if _number(value) is not None:
+            values.append(float(value))
+    return values
+
+
+def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
+    title, value_of, parameter = x_axis(cells)
+    on_x = {"fault rate (%)": "fault"}.get(title, "load" if parameter is None else None)
+    rest = varying - {on_x} if on_x else varying
+
+    def line_of(cell: Cell) -> str:
+        if parameter is None:
+            name = labeller.label(cell.scenario)
+        else:
+            others = {k: v for k, v in cell.scenario.get("config", {}).items() if k != parameter and
+                      len({c.scenario.get("config", {}).get(k) for c in cells}) > 1}
+            name = " ".join([cell.client, *(f"{k}={v}" for k, v in others.items())])
+        where = condition(cell.scenario, rest)
+        return f"{name}, {where}" if where else name
+
+    lines: dict[str, list[Cell]] = {}
+    for cell in cells:
+        lines.setdefault(line_of(cell), []).append(cell)
+    styles = _styles(list(lines))
+    figure, grid = plt.subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(4.2 * len(FIGURE_METRICS) + 3.0, 3.6))
+    for ax, metric in zip(grid[0], FIGURE_METRICS):
+        for name, line_cells in lines.items():
+            points = []
+            for cell in line_cells:
+                x, values = value_of(cell.scenario), round_values(cell, per_cell[cell.scenario["id"]], metric)
+                if x is not None and values:
+                    points.append((x, statistics.median(values), min(values), max(values)))
+            if not points:
+                continue
+            points.sort()
+            colour, marker = styles[name]
+            xs, medians = [p[0] for p in points], [p[1] for p in points]
+            ax.errorbar(xs, medians, yerr=[[m - p[2] for m, p in zip(medians, points)],
+                                           [p[3] - m for m, p in zip(medians, points)]],
+                        color=colour, marker=marker, markersize=5, linewidth=1.5, capsize=2, label=name)
+        ax.set_xlabel(title, fontsize=8)
+        ax.set_ylabel(METRIC_TITLES.get(metric, metric), fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=7)
+        if metric == "successP99Ms":
+            ax.set_yscale("log")
+            _plain_log_ticks(ax.yaxis)
+            ax.tick_params(which="both", labelsize=7)
+    handles, names = _legend(grid[0])
+    if handles:
+        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=7, frameon=False)
+    figure.suptitle(f"{header['name']}: overload metrics against {title}, median and range over rounds", fontsize=11)
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
+    return (f"Overload metrics against {title} (median and range over the counted rounds)", "overload-metrics", figure)

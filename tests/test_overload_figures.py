@@ -1,0 +1,205 @@
+"""`rbl report` on an open-loop run: a run directory built here as the runner leaves one (the plan
+compiled from an open-loop spec, one results row per round with the overload metrics, the rounds'
+requests as Parquet) gets the response-class, CDF and overload-metric figures, referenced in
+report.html; the figures draw what the requests hold; a closed-loop run's report has none."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from rbl.compiler.expand import iter_scenario_lines
+from rbl.compiler.pipeline import compile_source
+from rbl.compiler.plan import plan_header
+from rbl.report.cells import load_cells
+from rbl.report.labels import Labeller
+from rbl.report.overload_figures import (cdf_figure, class_figures, load_text, metrics_figure, overload_section,
+                                         varying_conditions, x_axis)
+from rbl.store.open_metrics import open_loop_metrics
+from rbl.store.requests import REQUEST_SCHEMA, read_requests, write_round_requests
+from rbl.store.results import RunDirectory
+from rbl.store.run_checks import ROW_KEYS
+
+from .conftest import run_rbl as rbl
+
+SPEC = """space overload {
+  rounds = 2
+  load = open
+  load.rate in [80%, 120%]
+  load.duration = 6s
+  load.warmup = 2s
+  load.window = 2s
+  load.slo = 50ms
+  target = "/bytes/64"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate = 0%
+  client tenacity.baseline {}
+  client tenacity.retry {
+    stop_after_attempt = 3
+    wait = fixed
+    wait_fixed in [2ms, 8ms]
+  }
+}
+"""
+RATE = 20                   # requests per second of the synthetic rounds
+FAST = ("--resamples", "100")
+OVERLOAD_FILES = {f"{stem}.{ext}" for stem in ("overload-classes", "overload-cdf", "overload-metrics")
+                  for ext in ("png", "svg")}
+
+
+def round_requests(scenario: dict, round_number: int) -> pa.Table:
+    """One round: RATE req/s for the load's duration; above capacity, slower and some time out or
+    are rejected (the figures must show the classes apart)."""
+    load = scenario["load"]
+    rng = random.Random(f"{scenario['id']}-{round_number}")
+    over = load["rate"]["share"] > 1
+    rows = []
+    for seq in range(RATE * load["duration_s"]):
+        t = seq / RATE
+        draw = rng.random()
+        cls = ("success" if draw < (0.7 if over else 0.95) else "timed_out" if draw < 0.85 else
+               "rejected" if draw < 0.95 else "failed") if over else ("success" if draw < 0.95 else "failed")
+        response = None if cls == "timed_out" else rng.uniform(30, 90) if over else rng.uniform(5, 20)
+        rows.append({"seq": seq, "scheduled_s": t, "lag_ms": rng.uniform(0, 2), "response_ms": response,
+                     "status": {"success": 200, "failed": 503}.get(cls, 0), "cls": cls,
+                     "requests": 0 if cls == "rejected" else 1, "flags": "", "warmup": t < load["warmup_s"]})
+    return pa.Table.from_pylist(rows, schema=REQUEST_SCHEMA)
+
+
+def round_row(scenario: dict, round_number: int, requests: pa.Table) -> dict:
+    """The round's results row: every column a row has (Table 2's null), the overload metrics."""
+    load = scenario["load"]
+    row = dict.fromkeys(ROW_KEYS)
+    row.update({"userId": 1, "users": 1, "round": round_number, "scenarioId": scenario["id"],
+                "scenarioIndex": scenario["index"], "client": scenario["client"], "lib": scenario["library"],
+                "strategy": scenario["pattern"], "config": scenario["config"], "faultPercentage": 0,
+                "faultType": "abort", "startTime": "t0", "endTime": "t1"})
+    row.update(open_loop_metrics(requests, load["window_s"], load["slo_ms"],
+                                 load["duration_s"] - load["warmup_s"], load["warmup_s"]))
+    return row
+
+
+@pytest.fixture(scope="module")
+def open_run(tmp_path_factory) -> Path:
+    space = compile_source(SPEC, "overload.rbl").space
+    lines = list(iter_scenario_lines(space))
+    path = tmp_path_factory.mktemp("open") / "run"
+    run = RunDirectory.create(path, plan_header(space), lines, {"versions": {"tenacity": "1"}, "sessions": []})
+    for scenario in map(json.loads, lines):
+        for round_number in (1, 2):
+            requests = round_requests(scenario, round_number)
+            write_round_requests(path, scenario["id"], round_number, requests)
+            run.append_round([round_row(scenario, round_number, requests)])
+    run.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def reported(open_run):
+    done = rbl("report", str(open_run), *FAST, cwd=open_run.parent)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_the_report_of_an_open_loop_run_has_the_overload_figures(open_run, reported):
+    names = {p.name for p in (open_run / "report").iterdir()}
+    assert OVERLOAD_FILES <= names
+    # the overload metrics are the default ones: each has its figure against the fault rate too
+    assert {"carriedThroughput.png", "successP99Ms.png", "p95UnderSloShare.png"} <= names
+    html = (open_run / "report" / "report.html").read_text()
+    for title in ("Response classes over time", "Successful response time, CDF",
+                  "Overload metrics against offered load (% of capacity)"):
+        assert f"<h2>{title}" in html
+    assert html.count('<img alt="') >= 6
+    assert "Traceback" not in reported.stderr
+
+
+def test_the_table_says_which_metrics_an_open_loop_round_does_not_measure(open_run, tmp_path):
+    done = rbl("report", str(open_run), *FAST, "--metric", "successTimePerRequest", "--metric", "carriedThroughput",
+               "-o", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cells = json.loads((tmp_path / "r" / "cells.json").read_text())
+    assert len(cells) == 6 and all(c["successTimePerRequest.median"] is None for c in cells)
+    assert all(0.5 < c["carriedThroughput.median"] <= 1 for c in cells)
+    table = [line for line in done.stdout.splitlines() if line.startswith("│")]
+    assert len(table) == 6 and all("not measured" in line for line in table)
+    assert sum("80% of capacity" in line for line in table) == 3 and cells[0]["load"] == "80% of capacity, constant"
+
+
+def test_the_figures_draw_the_requests(open_run):
+    header, cells = load_cells(open_run, ["carriedThroughput"], resamples=50)
+    labeller = Labeller(header)
+    requests = read_requests(open_run)
+    per_cell = {c.scenario["id"]: requests.filter(pa.compute.equal(requests.column("scenario"), c.scenario["id"]))
+                for c in cells}
+    varying = varying_conditions(cells)
+    assert varying == {"load"}
+    # classes: a row per configuration, a column per load; the warm-up shaded in each panel
+    ((_, stem, classes),) = list(class_figures(header, cells, per_cell, labeller, varying))
+    panels = [ax for ax in classes.axes if ax.has_data()]
+    assert stem == "overload-classes" and len(panels) == 6
+    assert {ax.get_title().split("\n")[1] for ax in panels} == {"load 80% of capacity, constant",
+                                                                "load 120% of capacity, constant"}
+    for ax in panels:
+        (shade,) = [p for p in ax.patches if p.get_label() == "warm-up (not measured)"]
+        assert shade.get_x() == 0 and shade.get_width() == 2
+    # stacked classes, mean per round: the top of the stack is the offered rate in every bin
+    stacks = [c for c in panels[0].collections if c.get_label() in ("success", "failed", "timed out", "rejected",
+                                                                     "circuit broken")]
+    assert len(stacks) == 5
+    top = stacks[-1].get_paths()[0].vertices[:, 1].max()
+    assert top == pytest.approx(RATE)
+    # CDF: a panel per load, a line per configuration, log x
+    cdf = cdf_figure(header, cells, per_cell, labeller, varying)
+    assert [ax.get_xscale() for ax in cdf.axes] == ["log", "log"]
+    assert [len(ax.get_lines()) for ax in cdf.axes] == [3, 3]
+    over = [ax for ax in cdf.axes if "120%" in ax.get_title()][0]
+    assert max(max(line.get_xdata()) for line in over.get_lines()) > 30     # the overloaded ones are slower
+    # metrics: the load on x, a line per configuration, medians of the rounds' rows
+    title, _, parameter = x_axis(cells)
+    assert (title, parameter) == ("offered load (% of capacity)", None)
+    _, _, figure = metrics_figure(header, cells, per_cell, labeller, varying)
+    throughput = figure.axes[0]
+    assert throughput.get_ylabel().startswith("carried throughput")
+    lines = {bars.get_label(): bars.lines[0] for bars in throughput.containers}      # errorbar: line and bars
+    assert len(lines) == 3 and all(list(line.get_xdata()) == [80.0, 120.0] for line in lines.values())
+    baseline = [c for c in cells if c.pattern == "baseline"]
+    expected = [sorted(r[0]["carriedThroughput"] for r in c.rounds.values()) for c in
+                sorted(baseline, key=lambda c: c.scenario["load"]["rate"]["share"])]
+    assert list(lines["tenacity.baseline"].get_ydata()) == pytest.approx([sum(v) / 2 for v in expected])
+    assert expected[1][1] < expected[0][0]                 # above capacity less is carried
+
+
+def test_only_the_counted_rounds_are_drawn(open_run, tmp_path):
+    header, cells = load_cells(open_run, ["carriedThroughput"], resamples=50)
+    for cell in cells:
+        cell.rounds.pop(2)                                 # as if round 2 had failed everywhere
+    figures, files = overload_section(open_run, header, cells, tmp_path)
+    assert len(figures) == 3 and {p.name for p in files} == OVERLOAD_FILES
+
+
+def test_load_text_tolerates_absent_keys():
+    assert load_text({}) == ""
+    assert load_text({"load": {}}) == "load ?"
+    assert load_text({"load": {"rate": {"rps": 200}, "profile": {"kind": "spikes", "peak": {"share": 1.4}}}}) == \
+        "load 200 req/s, spikes to 140% of capacity"
+
+
+def test_a_closed_loop_run_has_no_overload_figures(tmp_path):
+    from .test_run_dir_hostile import make_run
+    run = make_run(tmp_path / "closed")
+    done = rbl("report", str(run), *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    names = {p.name for p in (run / "report").iterdir()}
+    assert not any(name.startswith("overload-") for name in names)
+    assert {"successTimePerRequest.png", "totalExecutionTime.png"} <= names
+    html = (run / "report" / "report.html").read_text()
+    assert "Response classes over time" not in html
+    table = [line for line in done.stdout.splitlines() if line.startswith(("┃", "│"))]
+    assert table and not any("not measured" in line or "load" in line for line in table)
+    assert all("load" not in record for record in json.loads((run / "report" / "cells.json").read_text()))
