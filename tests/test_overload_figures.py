@@ -22,7 +22,7 @@ from rbl.report.overload_figures import (cdf_figure, class_figures, load_text, m
 from rbl.store.open_metrics import open_loop_metrics
 from rbl.store.requests import REQUEST_SCHEMA, read_requests, write_round_requests
 from rbl.store.results import RunDirectory
-from rbl.store.run_checks import ROW_KEYS
+from rbl.store.run_checks import BASE_ROW_KEYS
 
 from .conftest import run_rbl as rbl
 
@@ -72,9 +72,10 @@ def round_requests(scenario: dict, round_number: int) -> pa.Table:
 
 
 def round_row(scenario: dict, round_number: int, requests: pa.Table) -> dict:
-    """The round's results row: every column a row has (Table 2's null), the overload metrics."""
+    """The round's results row as the runner writes it (rbl/store/run_checks.OPEN_LOOP_ROW_KEYS): the
+    columns every row has and the round's overload metrics, none of Table 2's."""
     load = scenario["load"]
-    row = dict.fromkeys(ROW_KEYS)
+    row = dict.fromkeys(BASE_ROW_KEYS)
     row.update({"userId": 1, "users": 1, "round": round_number, "scenarioId": scenario["id"],
                 "scenarioIndex": scenario["index"], "client": scenario["client"], "lib": scenario["library"],
                 "strategy": scenario["pattern"], "config": scenario["config"], "faultPercentage": 0,
