@@ -67,6 +67,10 @@ func (p *schedulePacer) Pace(_ time.Duration, hits uint64) (time.Duration, bool)
 		return 0, true
 	}
 	due := p.offsets[hits]
+	// vegeta just handed the previous hit to a worker, which waits to run on this thread: let it
+	// start (and take its timestamp) now, rather than after our nanosleep, when another thread
+	// would have to steal it, late on a busy machine
+	runtime.Gosched()
 	for {
 		left := due - time.Since(p.start)
 		switch {
