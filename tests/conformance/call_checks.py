@@ -178,3 +178,26 @@ def post_raw(url: str, method: str, path: str, body: bytes) -> tuple[int, dict]:
         return response.status, json.loads(response.read() or b"null")
     finally:
         connection.close()
+
+
+def closed_connections_to(port: int) -> int:
+    """Sockets in TIME_WAIT whose remote end is 127.0.0.1:port: connections this machine opened to
+    it and closed (Linux's /proc/net/tcp; state 06 is TIME_WAIT)."""
+    count = 0
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            if fields[3] == "06" and int(fields[2].split(":")[1], 16) == port:
+                count += 1
+    return count
+
+
+def check_calls_reuse_connections_to_the_target(url: str, proxy, calls: int = 30) -> None:
+    """/calls one after another go over the service's pooled keep-alive connections, not one
+    connection each (which would leave one closed connection per call)."""
+    proxy.set_fault(abort__abort_percent=0)
+    before = closed_connections_to(proxy.data_port)
+    for vu in range(calls):
+        assert requests_of(one_call(url, proxy, [], vu=vu))[0][2] == 200
+    closed = closed_connections_to(proxy.data_port) - before
+    assert closed < calls // 3, f"{calls} /calls closed {closed} connections to the target: one per call, no pool"

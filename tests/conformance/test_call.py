@@ -3,6 +3,8 @@ the real fault proxy and httpbin (conftest.py starts each service as the conform
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from . import call_checks as checks
@@ -58,6 +60,12 @@ def test_routes_404_and_405(client_url, profile):
 @pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
 def test_calls_follow_one_another_on_a_keep_alive_connection(client_url, start_proxy, profile):
     checks.check_calls_on_one_keep_alive_connection(client_url(profile), start_proxy())
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="counts closed connections in Linux's /proc/net/tcp")
+@pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
+def test_calls_reuse_pooled_connections_to_the_target(client_url, start_proxy, profile):
+    checks.check_calls_reuse_connections_to_the_target(client_url(profile), start_proxy())
 
 
 @pytest.mark.parametrize("profile", ALL, ids=ids(ALL))
