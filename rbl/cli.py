@@ -580,7 +580,7 @@ def calibrate(spec: Path = SpecArg,
     from .compiler.plan import plan_header
     from .compiler.expand import iter_scenarios
     from .runner.capacity import calibrate as measure, slo_of, store_capacity, stored_capacity, target_key
-    from .runner.open_loop import loadgen_binary
+    from .backends.client_builds import client_artifact
     from .runner.progress import BuildNotice
     console = Console(stderr=True)
     space = _compile(spec).space
@@ -596,7 +596,7 @@ def calibrate(spec: Path = SpecArg,
                       highlight=False)
         return
     with BuildNotice(console) as notice:
-        binary = loadgen_binary(say=notice.say)
+        binary = client_artifact("loadgen", say=notice.say)
     with tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
         with LocalServices(Path(work) / "logs", {}, options, 1, chosen, header["target"]) as services:
             console.print(f"target: {services.target_description}; fault proxy: {chosen.describe()}", highlight=False)

@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.compute as pc
 
-from ..backends.client_builds import client_artifact
 from ..store.requests import write_round_requests
 from .load_schedule import send_offsets
 
@@ -37,10 +36,6 @@ CALL_TIMEOUT_ERRORS = ("timeout", "deadline exceeded", "Client.Timeout")
 
 class LoadFailed(Exception):
     """The load generator could not run the round; the message says why."""
-
-
-def loadgen_binary(say=lambda _: None) -> Path:
-    return client_artifact("loadgen", say=say)
 
 
 def run_load(binary: Path, url: str, offsets: list[int], work_dir: Path, timeout_s: float, duration_s: float,

@@ -36,8 +36,8 @@ from .backend import Backend
 from .capacity import CapacityError, resolve_capacity
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .other_work import OtherWork
-from .open_loop import LoadFailed, loadgen_binary
-from .progress import BuildNotice, RunProgress
+from .open_loop import LoadFailed
+from .progress import RunProgress
 from .summary import print_failures, print_summary
 from .violations import print_violations, violation_counts
 
@@ -198,12 +198,11 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
 def _open_loop_setup(header: dict, run: RunDirectory, services, console: Console, session: dict):
     """An open-loop plan's load generator (built on first use) and the target's capacity, when a
     rate is a share of it (stored, or calibrated now); both recorded in the session."""
-    if not hasattr(services, "budgets"):
+    binary = getattr(services, "loadgen", None)        # built by the backend's check
+    if binary is None:
         raise UsageError("open-loop load runs on the local backend only, for now",
                          hint="run it without --backend (local processes)")
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731
-    with BuildNotice(console) as notice:
-        binary = loadgen_binary(say=notice.say)
     try:
         record = resolve_capacity(header, run.scenarios(), services, binary, run.path / "calibration", say)
     except (CapacityError, LoadFailed) as error:

@@ -33,7 +33,7 @@ from ...runner.fault_control import FaultControl
 from ...runner.executor import RoundFailed
 from ...runner.liveness import process_problem
 from ...runner.progress import BuildNotice
-from ..client_builds import BUILT_CLIENTS, RECIPES, client_command, client_jar
+from ..client_builds import BUILT_CLIENTS, RECIPES, client_artifact, client_command, client_jar
 from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
 from ..net import HOST, free_port, reported_version
 from ..sidecar import Sidecar, SidecarError
@@ -57,6 +57,7 @@ class LocalOptions:
     proxy: str = "auto"              # auto: real Envoy when it is installed, else rbl's proxy (proxy.py)
     seed: int | None = None          # the built-in proxy's fault decision seed
     client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
+    loadgen: Path | None = None      # open-loop plans: the load generator rbl-load (built on first use)
 
 
 class LocalBackend:
@@ -83,6 +84,9 @@ class LocalBackend:
                 with BuildNotice(console) as notice:     # a first build takes a while: say it is alive
                     self.options.client_jars[library] = client_jar(kind, self.options.client_jars.get(library),
                                                                    say=notice.say)
+        if "load" in header:
+            with BuildNotice(console) as notice:
+                self.options.loadgen = client_artifact("loadgen", say=notice.say)
 
     def session_settings(self) -> dict:
         seed = {"proxy_seed": self.options.seed} if self.proxy.kind == "builtin" else {}
@@ -112,6 +116,7 @@ class LocalServices:
         self.target_port = 0
         self.target = target or {}                   # the plan's target: path, cpus, replicas, noisy_cpus
         self.budgets: list[CpuBudget] = []
+        self.loadgen = options.loadgen
         self.target_description = ""                 # what runs as the target, and which budget is enforced
         self.proxy_port = 0
         self.admin_port = 0
