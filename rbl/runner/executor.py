@@ -40,6 +40,8 @@ from .oracles import (Violation, as_records, fault_rate_violation, request_count
 
 DEFAULT_ROUND_TIMEOUT = 300.0
 VU_TIME_SHARE = 0.9       # of the round timeout, given to a virtual user's loop (see protocol.py)
+DRAIN_MARGIN_S = 30.0     # beyond the load's timeout, for an overloaded target to work off its queue
+DRAIN_POLL_S = 0.5
 
 
 class RoundFailed(Exception):
@@ -258,6 +260,7 @@ class Executor:
         counters = self.services.fault.counters()
         sidecar = _increase(sidecar_before, self.services.client_counters(library))
         self._check_services(library, through_proxy=False)
+        self._drain(float(load["timeout_s"]) + DRAIN_MARGIN_S)
         fault = scenario["fault"]
         seen = counters.get("downstream_rq_total", 0)
         injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
@@ -284,6 +287,18 @@ class Executor:
             found += [count] if count else []
         row["oracleViolations"] = as_records(found)
         return [row], RoundTiming(time.perf_counter() - begin, float(load["duration_s"]))
+
+    def _drain(self, seconds: float) -> None:
+        """After an open-loop round, wait until the target has worked off what queued at it (a
+        request through the proxy is answered by it again), so the next round starts on an idle
+        target; the next round's own check says if it never does."""
+        probe = self.services.target_probe()
+        if probe is None:
+            return
+        self.services.fault.clear()
+        deadline = time.monotonic() + seconds
+        while probe_target(*probe) is not None and time.monotonic() < deadline:
+            time.sleep(DRAIN_POLL_S)
 
     def _check_oracles(self, scenario: dict, client: dict, rows: list[dict], observations: list[dict],
                        counters: dict, sidecar: dict | None = None) -> None:
