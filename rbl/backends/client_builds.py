@@ -40,16 +40,17 @@ class Recipe:
     runtime: str                   # the command the built client runs on
     artifact_is_dir: bool = False
     what: str = "jar"              # how the override option calls it
+    command: str = ""              # Go: the main package's name under cmd/ (and the binary's)
 
 
 RECIPES = {
     "resilience4j": Recipe("pom.xml", ("pom.xml", "src"), "mvn", JAVA_ADVICE, "java"),
     "node": Recipe("package.json", ("package.json", "package-lock.json", "src"), "npm", NODE_ADVICE, "node",
                    artifact_is_dir=True, what="directory"),
-    "go": Recipe("go.mod", ("go.mod", "go.sum", "cmd", "internal"), "go", GO_ADVICE, "", what="binary"),
-    # rbl-load, the open-loop load generator (vegeta): not a client service, built like the Go
-    # client (its main package sits in cmd/rbl-client-go, the package path _build builds)
-    "loadgen": Recipe("go.mod", ("go.mod", "go.sum", "cmd"), "go", GO_ADVICE, "", what="binary"),
+    "go": Recipe("go.mod", ("go.mod", "go.sum", "cmd", "internal"), "go", GO_ADVICE, "", what="binary",
+                 command="rbl-client-go"),
+    # rbl-load, the open-loop load generator (vegeta): not a client service, built like the Go client
+    "loadgen": Recipe("go.mod", ("go.mod", "go.sum", "cmd"), "go", GO_ADVICE, "", what="binary", command="rbl-load"),
 }
 TOOLS = ("loadgen",)                  # built like the clients, but no client service
 BUILT_CLIENTS = tuple(kind for kind in RECIPES if kind not in TOOLS)   # client kinds rbl builds (the catalogue's `client`)
@@ -170,9 +171,10 @@ def _build(kind: str, artifact: Path) -> None:
             code = _run(["npm", "ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund"], tree, log)
             built, hint = tree, "npm needs the npm registry (or a mirror in ~/.npmrc) the first time"
         else:
-            code = _run(["go", "build", "-trimpath", "-mod=readonly", "-o", str(tree / "rbl-client-go"),
-                         "./cmd/rbl-client-go"], tree, log, env={**os.environ, "CGO_ENABLED": "0"})
-            built, hint = tree / "rbl-client-go", "go needs the module proxy (or GOPROXY/GOFLAGS=-mod=vendor) the first time"
+            command = RECIPES[kind].command
+            code = _run(["go", "build", "-trimpath", "-mod=readonly", "-o", str(tree / command), f"./cmd/{command}"],
+                        tree, log, env={**os.environ, "CGO_ENABLED": "0"})
+            built, hint = tree / command, "go needs the module proxy (or GOPROXY/GOFLAGS=-mod=vendor) the first time"
         if code != 0 or not built.exists():
             tail = "\n    ".join(log.read_text(errors="replace").splitlines()[-12:])
             raise RblError(f"building the {kind} client failed ({RECIPES[kind].build_tool} exit {code}); log: {log}\n    {tail}",

@@ -6,8 +6,7 @@
 //	         [--timeout 30s] [--max-connections 10000] [--flags-header x-rbl-response-flags]
 //
 // Only loopback targets are loaded (checked on the URL and again on every socket's address).
-// Its directory is named cmd/rbl-client-go because rbl's build recipe for Go programs
-// (rbl/backends/client_builds.py) builds that package path; the binary is cached as loadgen-HASH.
+// rbl builds it on first use (rbl/backends/client_builds.py) and caches it as loadgen-HASH.
 package main
 
 import (
