@@ -22,7 +22,8 @@ def _step(axis: RangeAxis) -> str:
     return format_value(Value(axis.type, step))
 
 
-_SHOWN = ("load.rate", "load.rps", "load.arrivals", "load.duration", "load.warmup", "load.profile")
+_SHOWN = ("load.rate", "load.rps", "load.arrivals", "load.duration", "load.warmup", "load.profile", "load.peak",
+          "load.peak_rps", "load.period", "load.length", "load.capacity")
 
 
 def _resources(resources: dict | None) -> str:
