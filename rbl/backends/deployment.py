@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ..compiler.plan import axis_largest
 from ..clients.protocol import max_jobs_arguments
+from .docker.target_replicas import PROXY_ROLE, has_resources, split_target
 from .images import ImageChoice
 
 PROXY_PORT = 9211       # the fault proxy's data port (the paper's `server:9211`)
@@ -90,6 +91,7 @@ class Layout:
     client_ports: tuple[int, ...] = ()      # host mode: one per client library, in plan order
     # host mode: (listen, admin) of each client library's sidecar, in plan order; None without one
     sidecar_ports: tuple[tuple[int, int] | None, ...] = ()
+    replica_ports: tuple[int, ...] = ()     # host mode: httpbin's port in each target replica (target.replicas)
 
     @property
     def host_network(self) -> bool:
@@ -106,6 +108,12 @@ class Layout:
         if ports is None:
             raise ValueError(f"the host layout has no sidecar ports for client library {index}")
         return ports
+
+    def replica_port(self, index: int) -> int:
+        """httpbin's port in target replica `index` (its own namespace, except on the host network)."""
+        if self.host_network and self.replica_ports:
+            return self.replica_ports[index]
+        return self.httpbin_port
 
     def published(self, host_port: int, container_port: int) -> tuple[tuple[int, int], ...]:
         return () if self.host_network else ((host_port, container_port),)
@@ -137,6 +145,7 @@ class Service:
     entrypoint: tuple[str, ...] = ()   # replaces the image's (a sidecar runs Envoy from its client's image)
     network_of: str | None = None      # the service whose network namespace it joins (bridge layout)
     pull_policy: str | None = None     # compose's; `never` for an image another service builds
+    cpus: float | None = None          # the container's CPU limit (a target replica's target.cpus)
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,11 @@ class Deployment:
 
     def service(self, name: str) -> Service:
         return next(s for s in self.services if s.name == name)
+
+    @property
+    def proxy_name(self) -> str:
+        """The service holding the fault proxy: `target` itself, or `proxy` in front of replicas."""
+        return next((s.name for s in self.services if s.role == PROXY_ROLE), TARGET_SERVICE)
 
     def sidecar_of(self, library: str) -> Service | None:
         return next((s for s in self.services if s.role == "sidecar" and s.library == library), None)
@@ -189,17 +203,21 @@ def built_image_names(header: dict) -> list[str]:
 
 
 def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_LAYOUT) -> Deployment:
-    services = [_target_service(images, layout)]
+    target = _target_service(images, layout)
+    resources = header.get("target") or {}
+    # target.cpus/replicas: httpbin replicas in containers of their own, the proxy in its own
+    services = split_target(target, layout, resources) if has_resources(resources) else [target]
+    proxy = services[-1].name
     dockerfiles = [] if images.is_prebuilt("target") else ["target.Dockerfile"]
     warnings = []
     max_users = axis_largest(header["users"])
     for index, (library, kind) in enumerate(client_libraries(header)):
-        service = _client_service(library, kind, index, images, layout, max_users)
+        service = _client_service(library, kind, index, images, layout, max_users, proxy)
         if kind == MESH_KIND and not service.note:
             sidecar = sidecar_service(service, index, layout)
             services.append(sidecar)
             # the client joins its sidecar's namespace, whose container publishes the client's port
-            service = replace(service, ports=(), depends_on=(TARGET_SERVICE, sidecar.name),
+            service = replace(service, ports=(), depends_on=(proxy, sidecar.name),
                               network_of=None if layout.host_network else sidecar.name)
         services.append(service)
         if service.build and service.build.dockerfile not in dockerfiles:
@@ -234,13 +252,13 @@ def _target_service(images: ImageChoice, layout: Layout) -> Service:
 
 
 def _client_service(library: str, kind: str, index: int, images: ImageChoice, layout: Layout,
-                    max_users: int) -> Service:
+                    max_users: int, proxy: str = TARGET_SERVICE) -> Service:
     recipe = CLIENT_RECIPES.get(kind)
     image_name = client_image_name(kind)
     port = layout.client_port(index)
     common = dict(name=f"client-{library}", role="client", image=images.image_for(image_name),
                   ports=layout.published(FIRST_CLIENT_HOST_PORT + index, port), library=library,
-                  depends_on=(TARGET_SERVICE,))
+                  depends_on=(proxy,))
     if recipe is None:
         note = None
         if not images.is_prebuilt(image_name):
@@ -249,7 +267,7 @@ def _client_service(library: str, kind: str, index: int, images: ImageChoice, la
         return Service(**common, build=None, command=(), healthcheck=(), note=note)
     # {target}: the fault proxy's data address as the client reaches it (docker_backend.target_url);
     # a mesh client's is its sidecar's listener, on the loopback of the namespace they share
-    target_host = "127.0.0.1" if layout.host_network else TARGET_SERVICE
+    target_host = "127.0.0.1" if layout.host_network else proxy
     target = f"{target_host}:{layout.proxy_port}"
     if kind == MESH_KIND:
         target = f"127.0.0.1:{layout.sidecar_port(index)[0]}"
@@ -300,7 +318,7 @@ def sidecar_service(client: Service, index: int, layout: Layout) -> Service:
         ports=client.ports + layout.published(FIRST_SIDECAR_ADMIN_HOST_PORT + index, admin),
         healthcheck=("CMD", "python", "-c", check),
         volumes=((sidecar_directory(client.library), SIDECAR_DIR_IN_CONTAINER),),
-        library=client.library, depends_on=(TARGET_SERVICE,))
+        library=client.library, depends_on=client.depends_on)
 
 
 def sidecar_directory(library: str) -> str:

@@ -7,6 +7,7 @@ against Envoy's API definitions (tools/artifact-check).
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,20 @@ class EnvoyAddresses:
     upstream_port: int
     bind_host: str = "127.0.0.1"
     more_upstream_ports: tuple[int, ...] = ()    # further target replicas on the same host (round robin)
+    more_upstreams: tuple[tuple[str, int], ...] = ()    # further replicas elsewhere: (host or name, port)
+
+    def endpoints(self) -> list[tuple[str, int]]:
+        """Every replica's (host, port), in round-robin order."""
+        return [(self.upstream_host, self.upstream_port), *((self.upstream_host, port) for port in
+                                                            self.more_upstream_ports), *self.more_upstreams]
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 def render_envoy_config(addresses: EnvoyAddresses, node_id: str = "rbl", fault: dict | None = None) -> str:
@@ -32,8 +47,10 @@ def render_envoy_config(addresses: EnvoyAddresses, node_id: str = "rbl", fault: 
     fault = fault or {}
     return render("envoy.yaml.j2", node_id=node_id, bind_host=addresses.bind_host,
                   listen_port=addresses.listen_port, admin_port=addresses.admin_port,
-                  upstream_host=addresses.upstream_host, upstream_port=addresses.upstream_port,
-                  more_upstream_ports=list(addresses.more_upstream_ports),
+                  endpoints=addresses.endpoints(),
+                  # a STATIC cluster takes only addresses; replicas named by a compose network are
+                  # resolved by Envoy (STRICT_DNS: every name's address is an endpoint)
+                  resolve=not all(_is_address(host) for host, _ in addresses.endpoints()),
                   abort_status=fault.get("status", DEFAULT_ABORT_STATUS),
                   delay_ms=fault.get("duration_ms") or DEFAULT_DELAY_MS)
 

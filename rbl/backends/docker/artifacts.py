@@ -13,14 +13,26 @@ from ..output_dir import write_file
 from ..packaging import copy_client_sources, copy_rbl_package
 from .compose import BUILD_CONTEXT, COMPOSE_FILE, build_context_files, render_compose
 from .sidecars import sidecar_files
+from .target_replicas import PROXY_ROLE, replica_upstreams
 
 ENVOY_FILE = "envoy/envoy.yaml"
 
 
-def envoy_addresses(layout: Layout) -> EnvoyAddresses:
-    """The target container's Envoy: listen where the layout says, reach httpbin on its loopback."""
-    return EnvoyAddresses(listen_port=layout.proxy_port, admin_port=layout.admin_port, upstream_host="127.0.0.1",
-                          upstream_port=layout.httpbin_port, bind_host=layout.bind_host)
+def envoy_addresses(layout: Layout, replicas: int = 0) -> EnvoyAddresses:
+    """The proxy's Envoy: listen where the layout says, reach httpbin on the target container's
+    loopback, or with `replicas` (the target's own containers) each of them in turn."""
+    if not replicas:
+        return EnvoyAddresses(listen_port=layout.proxy_port, admin_port=layout.admin_port, upstream_host="127.0.0.1",
+                              upstream_port=layout.httpbin_port, bind_host=layout.bind_host)
+    (host, port), *more = replica_upstreams(layout, replicas)
+    return EnvoyAddresses(listen_port=layout.proxy_port, admin_port=layout.admin_port, upstream_host=host,
+                          upstream_port=port, bind_host=layout.bind_host, more_upstreams=tuple(more))
+
+
+def proxy_envoy_addresses(deployment: Deployment) -> EnvoyAddresses:
+    split = any(s.role == PROXY_ROLE for s in deployment.services)
+    replicas = sum(s.role == "target" for s in deployment.services) if split else 0
+    return envoy_addresses(deployment.layout, replicas)
 
 
 CONTAINER_ENVOY = envoy_addresses(COMPOSE_LAYOUT)
@@ -35,7 +47,7 @@ def plan_deployment(header: dict, image_overrides: list[str],
 
 def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images: ImageChoice) -> list[Path]:
     texts = {COMPOSE_FILE: render_compose(header, deployment),
-             ENVOY_FILE: render_envoy_config(envoy_addresses(deployment.layout), node_id=deployment.project,
+             ENVOY_FILE: render_envoy_config(proxy_envoy_addresses(deployment), node_id=deployment.project,
                                              fault=header["fault"]),
              **sidecar_files(deployment)}
     for name, text in build_context_files(deployment, images).items():

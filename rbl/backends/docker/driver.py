@@ -29,14 +29,15 @@ from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
 from ...runner.executor import RoundFailed
 from ...runner.fault_control import FaultControl
-from ..deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, Layout, Service,
-                          client_libraries)
+from ..deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, TARGET_SERVICE, Layout,
+                          Service, client_libraries)
 from ..envoy_binary import ENVOY_WHEEL_VERSION
 from ..net import HOST, free_port, reported_version
 from ..sidecar import Sidecar, SidecarError
 from .artifacts import plan_deployment, write_artifacts
 from .builds import build_images
 from .sidecars import host_sidecar, upstream_of
+from .target_replicas import ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port, save_endpoint_stats
 
 NETWORKS = ("bridge", "host")
 ENGINE_ADVICE = ("install Docker (Debian: `apt-get install -y docker.io`), start it (`dockerd &` or "
@@ -121,14 +122,17 @@ class DockerServices:
         self.fault: FaultControl | None = None
         self.sidecars: dict[str, Sidecar] = {}              # a mesh client's library -> its sidecar
         self.upstream_host: str | None = None               # the fault proxy's address, as a sidecar reaches it
+        self.target_description = ""                        # the target's containers and their CPU limits
 
     @staticmethod
     def _layout(network: str, header: dict) -> Layout:
         if network == "bridge":
             return Layout()
         libraries = client_libraries(header)
+        replicas = (header.get("target") or {}).get("replicas", 1)
         return Layout("host", HOST, free_port(), free_port(), free_port(), tuple(free_port() for _ in libraries),
-                      tuple((free_port(), free_port()) if kind == MESH_KIND else None for _, kind in libraries))
+                      tuple((free_port(), free_port()) if kind == MESH_KIND else None for _, kind in libraries),
+                      tuple(free_port() for _ in range(replicas)))
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "DockerServices":
@@ -140,12 +144,13 @@ class DockerServices:
             if not self.deployment.layout.host_network:
                 self.network = self.engine.networks.create(f"rbl-{self.run_id}", driver="bridge",
                                                            labels={"rbl.run": self.run_id})
-            target, *others = self.deployment.services
-            self._start(target, context)
-            self.fault = FaultControl(HOST, self._target_port(ADMIN_PORT))
-            self.upstream_host = self._proxy_address()
-            for service in others:             # a sidecar comes before its client (deployment_for)
+            # the target's replicas, the proxy, then the clients; a sidecar before its client (deployment_for)
+            for service in self.deployment.services:
                 self._start(service, context)
+                if service.name == self.deployment.proxy_name:
+                    self.fault = FaultControl(HOST, self._target_port(ADMIN_PORT))
+                    self.upstream_host = self._proxy_address()
+                    self.target_description = describe_targets(self.deployment, self.containers, self.proxy_kind)
         except BaseException as error:
             self.stop()
             if isinstance(error, _engine_lost_errors()):
@@ -160,6 +165,9 @@ class DockerServices:
     def stop(self) -> None:
         """Remove every container and the network this run created (keeping their logs)."""
         from docker.errors import DockerException
+        proxy = self.deployment.proxy_name
+        if self.proxy_kind == "envoy" and proxy != TARGET_SERVICE and proxy in self.containers:
+            save_endpoint_stats(f"http://{HOST}:{self._target_port(ADMIN_PORT)}", self.logs / ENDPOINT_STATS_FILE)
         for name, container in reversed(list(self.containers.items())):
             try:
                 # service names carry the plan's library names: keep the log inside logs/
@@ -183,6 +191,8 @@ class DockerServices:
     def _image(self, service: Service) -> str:
         if service.role == "sidecar":            # its client's image, which holds Envoy
             service = self._client_service(service.library)
+        elif service.build is None:              # a target replica or the proxy: the image built for `target`
+            service = next((s for s in self.deployment.services if s.build and s.image == service.image), service)
         return self.tags[service.build.dockerfile] if service.build else service.image
 
     def _start(self, service: Service, context: Path) -> None:
@@ -197,6 +207,8 @@ class DockerServices:
                               **({"rbl.library": service.library} if service.library else {})})
         if service.entrypoint:
             kwargs["entrypoint"] = list(service.entrypoint)
+        if service.cpus is not None:             # Docker's CPU limit: a CFS quota on the container's cgroup
+            kwargs["nano_cpus"] = nano_cpus(service.cpus)
         if service.volumes:
             kwargs["volumes"] = {str((context / source).resolve()): {"bind": target, "mode": "ro"}
                                  for source, target in service.volumes}
@@ -205,10 +217,12 @@ class DockerServices:
         elif service.network_of:                 # a mesh client, in its sidecar's namespace
             kwargs["network_mode"] = f"container:{self.containers[service.network_of].id}"
         else:
-            ports = {container: free_port() for _, container in service.ports}
+            # a replica's httpbin too, so the host sees it become ready (compose uses its healthcheck)
+            inside = [port for _, port in service.ports] or [port for port in [replica_port(service)] if port]
+            ports = {container: free_port() for container in inside}
             self.host_ports[service.name] = ports
             kwargs["ports"] = {f"{container}/tcp": (HOST, host) for container, host in ports.items()}
-        container = self.engine.containers.create(**kwargs)
+        container = self._create(service, kwargs)
         self.containers[service.name] = container
         if self.network is not None and not service.network_of:
             self.network.connect(container, aliases=[service.name])
@@ -216,6 +230,18 @@ class DockerServices:
         self._wait_ready(service, container)
         if service.role == "sidecar":
             self._drive_sidecar(service, context)
+
+    def _create(self, service: Service, kwargs: dict):
+        from docker.errors import APIError
+        try:
+            return self.engine.containers.create(**kwargs)
+        except APIError as error:
+            if service.cpus is None:
+                raise
+            raise EnvironmentMissing(f"the Docker engine refused {service.name}'s CPU limit of {service.cpus:g}: "
+                                     f"{error.explanation or error}",
+                                     hint="the engine needs the CPU CFS controller (cgroup cpu); or leave out "
+                                          "target.cpus") from None
 
     def _drive_sidecar(self, service: Service, context: Path) -> None:
         """The runner's hold on a started sidecar: its files on the host and its admin API."""
@@ -230,12 +256,12 @@ class DockerServices:
         """The fault proxy's address as a sidecar reaches it. On the run's network the runner gives
         the target container's address, as istiod gives a sidecar its endpoints' addresses, so the
         sidecar's cluster is the local backend's (STATIC; Envoy's STATIC takes no name)."""
-        host, _ = upstream_of(self.deployment.layout)
+        host, _ = upstream_of(self.deployment)
         if self.network is None:
             return host
-        target = self.containers[self.deployment.services[0].name]
-        target.reload()
-        return target.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
+        proxy = self.containers[self.deployment.proxy_name]
+        proxy.reload()
+        return proxy.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
 
     def _sidecar_admin_port(self, library: str) -> int:
         """Where the host reaches a sidecar's admin API."""
@@ -249,12 +275,17 @@ class DockerServices:
         layout = self.deployment.layout
         if layout.host_network:
             return layout.admin_port if compose_port == ADMIN_PORT else layout.proxy_port
-        return self.host_ports["target"][compose_port]
+        return self.host_ports[self.deployment.proxy_name][compose_port]
 
     def _ready_urls(self, service: Service) -> list[str]:
-        if service.role == "target":
+        if service.name == self.deployment.proxy_name:
             return [f"http://{HOST}:{self._target_port(ADMIN_PORT)}/ready",
                     f"http://{HOST}:{self._target_port(PROXY_PORT)}/status/200"]
+        if service.role == "target":             # a replica behind the proxy
+            port = replica_port(service)
+            if not self.deployment.layout.host_network:
+                port = self.host_ports[service.name][port]
+            return [f"http://{HOST}:{port}/status/200"]
         if service.role == "sidecar":
             return [f"http://{HOST}:{self._sidecar_admin_port(service.library)}/ready"]
         return [f"http://{HOST}:{self.client_address(service.library)[1]}/health"]
@@ -290,7 +321,7 @@ class DockerServices:
             return f"http://127.0.0.1:{listen}{path}"
         if layout.host_network:
             return f"http://{HOST}:{layout.proxy_port}{path}"
-        return f"http://target:{layout.proxy_port}{path}"         # the target's alias on the run's network
+        return f"http://{self.deployment.proxy_name}:{layout.proxy_port}{path}"   # its alias on the run's network
 
     def _client_service(self, library: str) -> Service:
         return next(s for s in self.deployment.services if s.library == library and s.role == "client")

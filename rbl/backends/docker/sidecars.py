@@ -14,23 +14,24 @@ import ipaddress
 import json
 from pathlib import Path
 
-from ..deployment import SIDECAR_DIR_IN_CONTAINER, TARGET_SERVICE, Deployment, Layout, Service, sidecar_directory
+from ..deployment import SIDECAR_DIR_IN_CONTAINER, Deployment, Service, sidecar_directory
 from ..sidecar import Sidecar
 from ..sidecar_config import SidecarAddresses, cluster, discovery_response, route_configuration, sidecar_bootstrap
 
 FIRST_VERSION = 1
 
 
-def upstream_of(layout: Layout) -> tuple[str, int]:
+def upstream_of(deployment: Deployment) -> tuple[str, int]:
     """The fault proxy's data address as the client's network namespace reaches it."""
-    return ("127.0.0.1" if layout.host_network else TARGET_SERVICE), layout.proxy_port
+    layout = deployment.layout
+    return ("127.0.0.1" if layout.host_network else deployment.proxy_name), layout.proxy_port
 
 
 def container_addresses(deployment: Deployment, library: str) -> SidecarAddresses:
     """The sidecar's addresses inside its container: what its bootstrap says."""
     layout = deployment.layout
     listen, admin = layout.sidecar_port(deployment.client_index(library))
-    host, port = upstream_of(layout)
+    host, port = upstream_of(deployment)
     return SidecarAddresses(listen, admin, host, port, layout.bind_host)
 
 
