@@ -17,9 +17,11 @@ The round's requests go to RUN_DIR/requests/SCENARIO/round-N.parquet and its met
 
 from __future__ import annotations
 
+import ctypes
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -32,6 +34,7 @@ from .load_schedule import send_offsets
 LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
 STOP_GRACE_S = 30.0                 # beyond duration + timeout, before the generator is stopped
 CALL_TIMEOUT_ERRORS = ("timeout", "deadline exceeded", "Client.Timeout")
+PR_SET_PDEATHSIG = 1
 
 
 class LoadFailed(Exception):
@@ -51,7 +54,8 @@ def run_load(binary: Path, url: str, offsets: list[int], work_dir: Path, timeout
         body_file = work_dir / "body.json"
         body_file.write_text(json.dumps(body))
         argv += ["--method", "POST", "--body-file", str(body_file)]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=_stop_with_runner)
     try:
         stdout, stderr = process.communicate(timeout=duration_s + timeout_s + STOP_GRACE_S)
     except subprocess.TimeoutExpired:
@@ -66,6 +70,15 @@ def run_load(binary: Path, url: str, offsets: list[int], work_dir: Path, timeout
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     summary = json.loads(lines[-1]) if lines else {}
     return out, summary
+
+
+def _stop_with_runner() -> None:
+    """In the child: SIGTERM when the runner dies, even by kill -9 (Linux), so no load outlives it."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
 
 
 def classify(csv_path: Path, warmup_s: float, mesh: bool) -> pa.Table:
