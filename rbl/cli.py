@@ -677,7 +677,8 @@ def diff(run_a: Path = typer.Argument(..., help="The first run directory (A: bef
                                                     "[default: RUN_B/diff-vs-NAME_OF_A]."),
          metric: list[str] = typer.Option([], "--metric", "-m",
                                           help="A metric to compare (repeatable) [default: successTimePerRequest, "
-                                               "totalExecutionTime, totalRequests]."),
+                                               "totalExecutionTime, totalRequests; for open-loop runs "
+                                               "carriedThroughput, successP99Ms, p95UnderSloShare]."),
          output_format: str = typer.Option("text", "--format", help="What stdout gets: text (a table), csv or json."),
          resamples: int = typer.Option(2000, "--resamples", min=100, help="Bootstrap resamples per cell and run."),
          confidence: float = typer.Option(0.95, "--confidence", min=0.5, max=0.999,
@@ -691,13 +692,13 @@ def diff(run_a: Path = typer.Argument(..., help="The first run directory (A: bef
     from rich.console import Console
 
     from .report.build import KNOWN_METRICS
-    from .report.diff import DEFAULT_DIFF_METRICS, as_csv, as_json, diff_runs, print_diff, write_diff
+    from .report.diff import as_csv, as_json, default_diff_metrics, diff_runs, print_diff, write_diff
     from .report.stats import INTERVAL_METHODS
     if output_format not in ("text", "csv", "json"):
         raise UsageError(f"--format must be text, csv or json, got {output_format!r}")
     if intervals not in INTERVAL_METHODS:
         raise UsageError(f"--intervals: unknown method {intervals!r}", hint=f"one of {', '.join(INTERVAL_METHODS)}")
-    metrics = list(dict.fromkeys(metric)) or list(DEFAULT_DIFF_METRICS)
+    metrics = list(dict.fromkeys(metric)) or default_diff_metrics(run_a, run_b)
     unknown = [m for m in metrics if m not in KNOWN_METRICS]
     if unknown:
         raise UsageError(f"unknown metric {unknown[0]!r}", f"the metrics are: {', '.join(KNOWN_METRICS)}")

@@ -204,3 +204,13 @@ def test_a_closed_loop_run_has_no_overload_figures(tmp_path):
     table = [line for line in done.stdout.splitlines() if line.startswith(("┃", "│"))]
     assert table and not any("not measured" in line or "load" in line for line in table)
     assert all("load" not in record for record in json.loads((run / "report" / "cells.json").read_text()))
+
+
+def test_diff_compares_open_loop_runs_on_the_overload_metrics_cell_by_load(open_run, tmp_path):
+    done = rbl("diff", str(open_run), str(open_run), "--format", "json", "-o", str(tmp_path / "d"), *FAST,
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cells = json.loads(done.stdout)["cells"]
+    assert {c["metric"] for c in cells} == {"carriedThroughput", "successP99Ms", "p95UnderSloShare"}
+    # 6 scenarios (two loads x three configurations), each its own cell: the loads are not merged
+    assert len(cells) == 6 * 3 and all(c["difference"] in (0, None) for c in cells)

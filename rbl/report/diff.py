@@ -30,6 +30,18 @@ from .labels import Labeller
 from .stats import Difference, difference, interval_method, rounds_t_difference
 
 DEFAULT_DIFF_METRICS = ("successTimePerRequest", "totalExecutionTime", "totalRequests")
+# open-loop runs are compared on the overload papers' metrics (as their reports are)
+OPEN_LOOP_DIFF_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")
+
+
+def default_diff_metrics(run_a: Path, run_b: Path) -> list[str]:
+    """The metrics `rbl diff` compares without --metric: the overload ones when either run is open-loop."""
+    def open_loop(run: Path) -> bool:
+        try:
+            return "load" in RunDirectory(run).plan_header()
+        except Exception:                    # a damaged run directory is reported by the diff itself
+            return False
+    return list(OPEN_LOOP_DIFF_METRICS if open_loop(run_a) or open_loop(run_b) else DEFAULT_DIFF_METRICS)
 FIGURE_ROWS = 60                 # cells drawn per metric; beyond, the flagged ones first
 
 
@@ -71,7 +83,9 @@ class RunDiff:
 
 
 def _key(cell: Cell) -> tuple:
-    return (cell.client, json.dumps(cell.scenario["config"], sort_keys=True), cell.users, float(cell.fault_rate))
+    # an open-loop cell is one load too: cells under different loads are not the same cell
+    return (cell.client, json.dumps(cell.scenario["config"], sort_keys=True), cell.users, float(cell.fault_rate),
+            json.dumps(cell.scenario.get("load"), sort_keys=True))
 
 
 def _load(run_dir: Path, metrics: list[str], warn) -> tuple[dict, dict[tuple, Cell]]:
@@ -116,7 +130,7 @@ def diff_runs(run_a: Path, run_b: Path, metrics: list[str], resamples: int = 200
                                   result, chosen))
     if not found:
         raise UsageError(f"{run_a} and {run_b} have no cell in common",
-                         hint="cells match on client label, configuration, users and fault rate")
+                         hint="cells match on client label, configuration, users, fault rate and (open loop) load")
     return RunDiff(run_a, run_b, confidence, found, len(set(cells_a) - set(cells_b)),
                    len(set(cells_b) - set(cells_a)), _versions(run_a, run_b))
 
