@@ -94,6 +94,27 @@ space dockermesh {
 }
 """
 
+# the target as 2 replica containers under Docker's CPU limit, behind the proxy's own container
+REPLICA_SPACE = """
+space dockerreplicas {
+  rounds = 10
+  users = 3
+  successes = 6
+  max_requests = 30
+  target = "/bytes/64"
+  target.cpus = 0.5
+  target.replicas = 2
+  fault.kind = abort
+  fault.status = 503
+  fault.rate in [0%, 50%]
+  client tenacity.retry {
+    stop_after_attempt = 3
+    wait = fixed
+    wait_fixed = 1ms
+  }
+}
+"""
+
 
 def rbl(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return run_rbl(*args, cwd=cwd, env=env, timeout=900)     # image builds take minutes
@@ -332,6 +353,39 @@ def test_an_envoy_image_given_with_image_envoy_is_copied_into_the_target(envoy_i
     session = json.loads((tmp_path / "run" / "manifest.json").read_text())["sessions"][-1]
     assert session["proxy"] == "envoy" and session["status"] == "finished"
     assert len(rows_of(tmp_path / "run")) == 2 * 2 * 3
+
+
+@pytest.mark.docker
+def test_target_replicas_run_in_their_own_containers_under_docker_s_cpu_limit(engine, tmp_path):
+    (tmp_path / "s.rbl").write_text(REPLICA_SPACE)
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "s.rbl", "-o", "run", "--backend", "docker",
+                                "--network", "host", *IMAGES], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    # the replicas start first and live until the run ends: read their limits from the engine meanwhile
+    deadline = time.monotonic() + 600
+    while len(replicas := docker_json("ps", "--filter", "label=rbl.plan=dockerreplicas",
+                                      "--filter", "label=rbl.role=target")) < 2:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.poll() else ""
+        time.sleep(0.2)
+    inspected = json.loads(subprocess.run(["docker", "inspect", *[r["ID"] for r in replicas]], capture_output=True,
+                                          text=True, check=True).stdout)
+    assert [c["HostConfig"]["NanoCpus"] for c in inspected] == [500_000_000, 500_000_000]
+    assert sorted(c["Name"].rsplit("-", 1)[-1] for c in inspected) == ["2", "target"]
+    _, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stderr
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 10 * 3 and all(r["successfulCalls"] == 6 for r in rows if r["faultPercentage"] == 0)
+    session = json.loads((run / "manifest.json").read_text())["sessions"][-1]
+    assert session["target"].count("0.5 CPU enforced by Docker (NanoCpus 500000000)") == 2, session["target"]
+    assert f"target: {session['target']}" in stderr
+    # both replicas answered requests: Envoy's counters per endpoint, kept before the proxy went
+    served = [int(line.rsplit("::", 1)[1]) for line in (run / "logs" / "proxy-endpoints.txt").read_text().splitlines()
+              if line.startswith("target::") and "::rq_total::" in line]
+    assert len(served) == 2 and min(served) > 0, served
+    assert (run / "logs" / "target.log").exists() and (run / "logs" / "target-2.log").exists()
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=dockerreplicas")
+    assert not [n for n in docker_json("network", "ls") if n["Name"].startswith("rbl-")]
 
 
 def test_a_bad_image_or_an_unbuildable_client_fails_before_the_run_directory_exists(tmp_path):
