@@ -6,7 +6,9 @@ holding the fault proxy and httpbin together (so the proxy's filtering does not 
 target's share of the machine, and the proxy stays invisible to the clients), one container per
 client library the plan uses, and the runner on the host talking to published loopback ports.
 A mesh client (istio) is a plain client container in the network namespace of a sidecar Envoy
-container, as a mesh injects its proxy into a pod (sidecar_service).
+container, as a mesh injects its proxy into a pod (sidecar_service). A plan that sets the
+target's resources (target.cpus, target.replicas) gets one container per replica under its CPU
+limit and the proxy in a container of its own (docker/target_replicas.py).
 """
 
 from __future__ import annotations
