@@ -17,7 +17,7 @@ from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
 from ..store.metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
                              SPIN_FREE_COLUMNS)
-from ..store.open_metrics import OPEN_LOOP_COLUMNS
+from ..store.open_columns import OPEN_LOOP_COLUMNS
 from ..store.requests import REQUESTS
 from .design_notes import design_notes, spin_dependent
 from .findings_view import print_findings

@@ -25,16 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..libraries.composition import policies_of
-import pyarrow.compute as pc
-
 from ..store.metrics import vu_metrics
-from ..store.open_metrics import open_loop_metrics
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
 from .backend import Services
 from . import mesh_oracles
 from .liveness import ServicesLost, probe_target
-from .open_loop import LoadFailed, open_round
 from .oracles import (Violation, as_records, fault_rate_violation, request_count_violation,
                       user_violations)
 
@@ -232,6 +228,11 @@ class Executor:
 
     def run_open_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
         """An open-loop round (open_loop.py): one row, the round's overload metrics."""
+        # imported here: pyarrow and numpy take a third of a second, which closed-loop runs need not pay
+        import pyarrow.compute as pc
+
+        from ..store.open_metrics import open_loop_metrics
+        from .open_loop import LoadFailed, open_round
         begin = time.perf_counter()
         client = self.clients[scenario["client"]]
         library, load = scenario["library"], scenario["load"]

@@ -33,10 +33,8 @@ from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from ..store.shards import Shard
 from .backend import Backend
-from .capacity import CapacityError, resolve_capacity
 from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
 from .other_work import OtherWork
-from .open_loop import LoadFailed
 from .progress import RunProgress
 from .summary import print_failures, print_summary
 from .violations import print_violations, violation_counts
@@ -198,6 +196,8 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
 def _open_loop_setup(header: dict, run: RunDirectory, services, console: Console, session: dict):
     """An open-loop plan's load generator (built on first use) and the target's capacity, when a
     rate is a share of it (stored, or calibrated now); both recorded in the session."""
+    from .capacity import CapacityError, resolve_capacity     # pyarrow: only for open-loop runs
+    from .open_loop import LoadFailed
     binary = getattr(services, "loadgen", None)        # built by the backend's check
     if binary is None:
         raise UsageError("open-loop load runs on the local backend only, for now",

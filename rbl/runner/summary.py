@@ -10,7 +10,6 @@ from rich.console import Console
 
 from ..report.keyed_table import NumberColumn, print_keyed_table
 from ..report.labels import METRIC_TITLES, Labeller, plural
-from ..compiler.workload import describe_load
 from ..store.results import RunDirectory
 
 
@@ -53,6 +52,7 @@ OPEN_LOOP_SUMMARY = {"offeredRate": ("offered req/s", "{:.1f}"), "carriedThrough
 
 def open_loop_rows(run: RunDirectory) -> list[tuple[str, list[str]]]:
     """Per scenario (client and configuration at one fault rate and load), medians over its rounds."""
+    from ..compiler.workload import describe_load      # the compiler's import cost, for open-loop runs only
     labeller = Labeller(run.plan_header())
     cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     for row in run.rows():

@@ -17,13 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .requests import RESPONSE_CLASSES
+from .open_columns import OPEN_LOOP_COLUMNS, RESPONSE_CLASSES, SHARE_COLUMNS  # noqa: F401  (OPEN_LOOP_COLUMNS: its contract)
 
-SHARE_COLUMNS = {"success": "successShare", "failed": "failedShare", "circuit_broken": "circuitBrokenShare",
-                 "timed_out": "timedOutShare", "rejected": "rejectedShare"}
-OPEN_LOOP_COLUMNS = ("offeredRequests", "measuredSeconds", "offeredRate", "carriedRate", "carriedThroughput",
-                     *SHARE_COLUMNS.values(), "successP50Ms", "successP95Ms", "successP99Ms", "p95UnderSloShare",
-                     "lagP99Ms", "requestsPerCall")
 
 
 def _quantile(values: np.ndarray, q: float) -> float | None:

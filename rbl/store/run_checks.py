@@ -6,7 +6,7 @@ import math
 import re
 
 from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS
-from .open_metrics import OPEN_LOOP_COLUMNS
+from .open_columns import OPEN_LOOP_COLUMNS
 from .shards import MAX_SHARDS
 
 FAULT_KINDS = ("abort", "delay")
