@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -141,7 +142,7 @@ def pool_run(tmp_path_factory) -> list[dict]:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "calibrating first" in done.stderr and (work / "cache" / "rbl" / "capacity.json").is_file()
     rows = [json.loads(line) for line in (work / "out" / "results.jsonl").read_text().splitlines()]
-    return {r["config"]["http2MaxRequests"]: r for r in rows}
+    return {r["config"]["http2MaxRequests"]: {**r, "_cache": str(work / "cache")} for r in rows}
 
 
 def test_the_pool_limits_order_as_the_paper_reports(pool_run):
@@ -153,3 +154,43 @@ def test_the_pool_limits_order_as_the_paper_reports(pool_run):
     assert big["successP99Ms"] > 2 * twenty["successP99Ms"]
     assert twenty["successP99Ms"] > 2 * one["successP99Ms"]
     assert all(r["oracleViolations"] == [] for r in pool_run.values())
+
+
+def test_calibrate_reuses_the_stored_capacity_and_force_is_needed_to_measure_again(pool_run, tmp_path):
+    cache = next(iter(pool_run.values()))["_cache"]
+    done = run_rbl("calibrate", str(REPO / "examples" / "overload-pool.rbl"), cwd=tmp_path, timeout=60,
+                   env={"XDG_CACHE_HOME": cache})
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) == next(iter(pool_run.values()))["capacityRps"] > 0
+    assert "stored capacity" in done.stderr and "--force" in done.stderr
+
+
+INTERRUPTED = """space interrupted {
+  rounds = 2
+  load = open
+  load.rps = 40
+  load.duration = 5s
+  target = "/bytes/64"
+  client tenacity.retry { stop_after_attempt = 2 }
+}
+"""
+
+
+def test_an_interrupted_open_loop_run_stops_its_load_and_resumes(tmp_path):
+    from .test_run import process_gone, start_run_in_background, wait_until
+    process, out = start_run_in_background(tmp_path, INTERRUPTED)
+
+    def load_generators() -> list[int]:
+        found = subprocess.run(["pgrep", "-f", "clients/loadgen-"], capture_output=True, text=True).stdout
+        return [int(pid) for pid in found.split()]
+    wait_until(load_generators, 20, "the second round's load generator")     # inside its schedule
+    loads = load_generators()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    wait_until(lambda: all(process_gone(p) for p in loads), 10, "the load generator to stop")
+    done = run_rbl("run", "--resume", "out", cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["round"] for r in found) == [1, 2]
+    assert sorted(p.name for p in (out / "requests").glob("*/*")) == ["round-1.parquet", "round-2.parquet"]
