@@ -43,3 +43,25 @@ def test_mesh_requests_are_classed_by_status_and_the_sidecars_flags(tmp_path):
     assert got["flags"].to_pylist()[3] == "URX,UF"
     assert got["warmup"].to_pylist() == [True, True, False, False, False]
     assert got["requests"].null_count == 5                      # the sidecar's retries are not per request
+
+
+SCENARIO = {"id": "0123456789ab", "index": 3, "client": "tenacity.retry", "library": "tenacity", "pattern": "retry",
+            "config": {"stop_after_attempt": 2}, "fault": {"kind": "abort", "rate": 0, "status": 503},
+            "load": {"kind": "open", "rate": {"rps": 2}, "arrivals": "constant", "duration_s": 2, "warmup_s": 0.5,
+                     "profile": {"kind": "constant"}, "timeout_s": 10, "window_s": 1, "slo_ms": 100}}
+
+
+def test_a_rounds_row_holds_its_metrics_and_checks_the_proxy_saw_the_calls_requests(tmp_path):
+    from rbl.runner.open_loop import open_round_row
+    from rbl.store.run_checks import row_problem
+    requests = table(tmp_path, ["0,0,0,5000000,200,,1,1,200,", "1,500000000,500000000,5000000,200,,1,2,200,",
+                                "2,1000000000,1000000000,5000000,200,,0,2,503,",
+                                "3,1500000000,1500000000,1000000,200,,0,0,,"], mesh=False, warmup_s=0.5)
+    facts = {"startTime": "t0", "endTime": "t1", "capacityRps": None, "warmup": False}
+    row = open_round_row(SCENARIO, 1, requests, {"downstream_rq_total": 5}, None, facts, rounds_in_run=1)
+    assert row_problem(row, {SCENARIO["id"]: 1}, 1) is None          # a valid row of the run
+    assert (row["offeredRequests"], row["successShare"], row["failedShare"], row["rejectedShare"]) == (3, 1 / 3,
+                                                                                                     1 / 3, 1 / 3)
+    assert row["proxyRequests"] == 5 and row["oracleViolations"] == []   # 1 + 2 + 2 + 0 requests, warm-up included
+    wrong = open_round_row(SCENARIO, 1, requests, {"downstream_rq_total": 7}, None, facts, rounds_in_run=1)
+    assert [v["oracle"] for v in wrong["oracleViolations"]] == ["requests.count"]

@@ -116,6 +116,7 @@ class Executor:
         self.session = uuid.uuid4().hex[:8]
         self.loadgen: Path | None = None          # open-loop plans: the load generator (run.py sets it)
         self.capacity_rps: float | None = None    # ... and the target's capacity, for rates given as shares
+        self._versions: dict[str, str | None] = {}   # library -> the version its client reports (open loop)
         self.outcome = RunOutcome()              # filled as rounds finish, so an interrupt keeps it
         most_users = max((s["users"] for s in run.scenarios()), default=1)
         self.pool = ThreadPoolExecutor(max_workers=most_users, thread_name_prefix="vu")
@@ -229,12 +230,8 @@ class Executor:
     def run_open_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
         """An open-loop round (open_loop.py): one row, the round's overload metrics."""
         # imported here: pyarrow and numpy take a third of a second, which closed-loop runs need not pay
-        import pyarrow.compute as pc
-
-        from ..store.open_metrics import open_loop_metrics
-        from .open_loop import LoadFailed, open_round
+        from .open_loop import LoadFailed, open_round, open_round_row
         begin = time.perf_counter()
-        client = self.clients[scenario["client"]]
         library, load = scenario["library"], scenario["load"]
         self._check_services(library, through_proxy=True)
         self.services.fault.apply(scenario["fault"])
@@ -262,31 +259,13 @@ class Executor:
         sidecar = _increase(sidecar_before, self.services.client_counters(library))
         self._check_services(library, through_proxy=False)
         self._drain(float(load["timeout_s"]) + DRAIN_MARGIN_S)
-        fault = scenario["fault"]
-        seen = counters.get("downstream_rq_total", 0)
-        injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
-        row = {
-            "userId": 1, "startTime": started, "endTime": ended, "users": 1, "round": round_number,
-            "lib": library, "strategy": scenario["pattern"],
-            "faultPercentage": fault["rate"], "faultType": fault["kind"],
-            "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
-            **open_loop_metrics(table, float(load["window_s"]), float(load["slo_ms"]),
-                                measured_s=float(load["duration_s"]) - float(load["warmup_s"]),
-                                start_s=float(load["warmup_s"])),
-            "load": load, "capacityRps": self.capacity_rps, "scheduleLagMaxMs": summary.get("lag_max_ms"),
-            "config": scenario["config"], "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
-            "client": scenario["client"], "share": "client", "libraryVersion": client.get("version"),
-            "stoppedBy": "duration", "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
-            "proxyRequests": seen, "warmup": round_number <= self.header.get("warmup", 0),
-            **(sidecar or {}),
-        }
-        rounds_in_run = self.header["size"] * rounds_per_scenario(self.header)
-        found = [v for v in [fault_rate_violation(fault["rate"], injected, seen, rounds_in_run)] if v]
-        known = table.filter(pc.is_valid(table["requests"]))
-        if sidecar is None and known.num_rows == table.num_rows and pc.sum(pc.equal(table["cls"], "timed_out")).as_py() == 0:
-            count = request_count_violation(pc.sum(known["requests"]).as_py() or 0, seen, uncertain=False)
-            found += [count] if count else []
-        row["oracleViolations"] = as_records(found)
+        if library not in self._versions:
+            self._versions[library] = self.services.client_versions().get(library)
+        row = open_round_row(scenario, round_number, table, counters, sidecar,
+                             {"startTime": started, "endTime": ended, "capacityRps": self.capacity_rps,
+                              "scheduleLagMaxMs": summary.get("lag_max_ms"), "libraryVersion": self._versions[library],
+                              "warmup": round_number <= self.header.get("warmup", 0)},
+                             rounds_in_run=self.header["size"] * rounds_per_scenario(self.header))
         return [row], RoundTiming(time.perf_counter() - begin, float(load["duration_s"]))
 
     def _drain(self, seconds: float) -> None:

@@ -28,8 +28,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.compute as pc
 
+from ..store.open_metrics import open_loop_metrics
 from ..store.requests import write_round_requests
 from .load_schedule import send_offsets
+from .oracles import as_records, fault_rate_violation, request_count_violation
 
 LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
 STOP_GRACE_S = 30.0                 # beyond duration + timeout, before the generator is stopped
@@ -144,3 +146,35 @@ def open_round(binary: Path, scenario: dict, round_number: int, run_dir: Path, u
         leftover.unlink()
     work.rmdir()
     return table, summary, path
+
+
+def open_round_row(scenario: dict, round_number: int, table: pa.Table, counters: dict, sidecar: dict | None,
+                   run_facts: dict, rounds_in_run: int) -> dict:
+    """The round's row of results.jsonl: the scenario's keys, the overload metrics over the measured
+    part, the proxy's (and sidecar's) counters, `run_facts` (times, capacity, versions, warm-up) and
+    the round's oracle violations."""
+    load, fault = scenario["load"], scenario["fault"]
+    seen = counters.get("downstream_rq_total", 0)
+    injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
+    row = {
+        "userId": 1, "users": 1, "round": round_number, "lib": scenario["library"], "strategy": scenario["pattern"],
+        "faultPercentage": fault["rate"], "faultType": fault["kind"],
+        "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
+        **open_loop_metrics(table, float(load["window_s"]), float(load["slo_ms"]),
+                            measured_s=float(load["duration_s"]) - float(load["warmup_s"]),
+                            start_s=float(load["warmup_s"])),
+        "load": load, "config": scenario["config"], "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
+        "client": scenario["client"], "share": "client", "stoppedBy": "duration",
+        "faultRateApplied": round(100 * injected / seen, 4) if seen else None, "proxyRequests": seen,
+        **run_facts, **(sidecar or {}),
+    }
+    found = [v for v in [fault_rate_violation(fault["rate"], injected, seen, rounds_in_run)] if v]
+    # a library call reports its requests; the proxy must have seen exactly those (unless a call
+    # timed out at the generator, whose requests may still arrive after the round)
+    known = table.filter(pc.is_valid(table["requests"]))
+    timed_out = pc.sum(pc.equal(table["cls"], "timed_out")).as_py() or 0
+    if sidecar is None and known.num_rows == table.num_rows and timed_out == 0:
+        count = request_count_violation(pc.sum(known["requests"]).as_py() or 0, seen, uncertain=False)
+        found += [count] if count else []
+    row["oracleViolations"] = as_records(found)
+    return row
