@@ -108,6 +108,7 @@ def test_the_report_draws_the_time_series_and_the_cdf(spike_run):
         assert (report / f"{name}.png").stat().st_size > 10_000
         assert f"<h2>{heading}" in html
     assert "0.25 CPU (cgroup" in stderr or "NOT enforced" in stderr      # the budget, and whether it holds
+    assert "target: replica 1: 1 worker, 0.25 CPU" in html                # the report says what the target was
 
 
 def test_a_cpu_budget_holds_its_processes_to_their_share():
