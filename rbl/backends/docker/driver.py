@@ -40,6 +40,7 @@ from .sidecars import host_sidecar, upstream_of
 from .target_replicas import ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port, save_endpoint_stats
 
 NETWORKS = ("bridge", "host")
+SIDECAR_DEATH_GRACE_S = 3.0      # how long a sidecar whose admin API broke off may take to be seen stopped
 ENGINE_ADVICE = ("install Docker (Debian: `apt-get install -y docker.io`), start it (`dockerd &` or "
                  "`systemctl start docker`), or point DOCKER_HOST at a reachable engine")
 
@@ -349,10 +350,15 @@ class DockerServices:
         try:
             return ask(self.sidecars[library])
         except SidecarError as error:
-            gone = [why for owner, why in self.lost_services() if owner == library]
-            if gone:
-                raise RoundFailed(f"{gone[0]}: {error}") from error
-            raise
+            # a killed Envoy closes its sockets before the engine reports its container stopped
+            deadline = time.monotonic() + SIDECAR_DEATH_GRACE_S
+            while True:
+                gone = [why for owner, why in self.lost_services() if owner == library]
+                if gone:
+                    raise RoundFailed(f"{gone[0]}: {error}") from error
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def restart_client(self, library: str) -> None:
         """A new client container; a mesh client's sidecar too, since the client lives in its

@@ -17,6 +17,7 @@ import random
 import re
 import secrets
 import signal
+import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,7 @@ from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
 
 READY_TIMEOUT = 30.0
+DEATH_GRACE_S = 1.0               # how long a service whose admin API broke off may take to be seen exited
 OPEN_LOOP_CONNECTIONS = 2048      # the load generator's connections at most (runner/open_loop.py)
 
 
@@ -303,6 +305,11 @@ class LocalServices:
         try:
             return ask(sidecar)
         except SidecarError as error:
+            # a killed Envoy closes its sockets before it exits: give it a moment to be seen gone
+            try:
+                service.process.wait(timeout=DEATH_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
             problem = process_problem(service.process)
             if problem:
                 raise RoundFailed(f"the {service.name} {problem}: {error}; see its log: {service.log_path}") from error
