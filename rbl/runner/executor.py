@@ -5,7 +5,9 @@ like the others, flagged `warmup: true`.
 Per round: set the scenario's fault and confirm it, reset the proxy's counters, start `u`
 virtual users at once (one POST /run each to the client service), wait for all of them, read the
 counters, compute the metrics centrally, check the oracles (oracles.py) and append the round's
-rows to results.jsonl.
+rows to results.jsonl. An open-loop scenario's round (one with a `load`) sends its schedule through
+the load generator instead of virtual users and stores one row of overload metrics (open_loop.py),
+then waits until the target has worked off its queue.
 A round whose client service died, hung or refused the job is recorded as failed with the
 reason; the service is restarted and the run goes on. Before each round the runner checks that
 its target and proxy still run and that a request through the proxy reaches its own target, and
