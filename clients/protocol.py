@@ -39,6 +39,20 @@ Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
   healthy upstream, "URX" retries exhausted), at most MAX_FLAGS_CHARS characters. Consecutive
   identical calls that sent no request (an open circuit breaker) are run-length encoded with
   "repeat", so a breaker open for a long time does not produce megabytes of identical records.
+  How a failed call ended, when a library pattern ended it rather than the target's answer (each
+  optional; absent on a call the target's answers decided, so older clients stay valid):
+    "rejected": "circuit_breaker" | "bulkhead" | "rate_limiter"  a library policy refused the call
+        (the failure the call finally ended with was that refusal, e.g. a retry whose last attempt
+        the breaker refused); with "wait_us": microseconds from the call's start to the refusal
+        (a bulkhead's or rate limiter's wait for a permit; summed over "repeat");
+    "timed_out": true    a library timeout ended the call (or its last attempt); the request it
+        interrupted is reported with status 0 and its duration up to the interruption;
+    "fallback": true     the library returned its fallback instead of the failure: "ok" stays false,
+        since the target did not succeed (a fallback never counts as a success).
+  A hedging pattern's extra requests are simply more requests of the call, overlapping in time
+  (the runner counts a request that starts while an earlier one of its call is in flight as a
+  hedge); the ones it cancels are reported with status 0. Request-less calls are run-length
+  encoded only when these fields are equal too.
   A job whose caller disconnected stops at its next check (before each request, between calls
   and during waits, at least every DISCONNECT_CHECK_S), stopped_by "disconnected"; nobody reads it.
 POST /call body: a /run job (the same fields, checked the same way, the same 400s). The service
@@ -155,15 +169,28 @@ class CallLog:
         self.successful_calls = 0
         self.requests = 0
 
-    def add(self, ok: bool, requests: list[list[int]], cut_short: bool = False) -> None:
+    def add(self, ok: bool, requests: list[list[int]], cut_short: bool = False, ending: dict | None = None) -> None:
+        """ending: how a pattern ended the call ({"rejected": KIND, "wait_us": N}, {"timed_out": True},
+        {"fallback": True}), as the protocol reports it; None when the target's answers decided."""
         self.requests += len(requests)
         self.successful_calls += ok
+        ending = ending or {}
         if cut_short:
-            self.calls.append({"ok": ok, "requests": requests, "cut_short": True})
+            self.calls.append({"ok": ok, "requests": requests, **ending, "cut_short": True})
             return
         last = self.calls[-1] if self.calls else None
         if not requests and last is not None and not last["requests"] and last["ok"] == ok \
-                and "cut_short" not in last:
+                and "cut_short" not in last and _same_ending(last, ending):
             last["repeat"] = last.get("repeat", 1) + 1
+            if "wait_us" in ending:
+                last["wait_us"] += ending["wait_us"]
             return
-        self.calls.append({"ok": ok, "requests": requests})
+        self.calls.append({"ok": ok, "requests": requests, **ending})
+
+
+ENDING_KEYS = ("rejected", "timed_out", "fallback")
+REJECTION_KINDS = ("circuit_breaker", "bulkhead", "rate_limiter")
+
+
+def _same_ending(call: dict, ending: dict) -> bool:
+    return all(call.get(key) == ending.get(key) for key in ENDING_KEYS)

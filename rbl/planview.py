@@ -5,6 +5,8 @@ from __future__ import annotations
 from .compiler.axes import RangeAxis
 from .compiler.space import TestSpace
 from .compiler.units import Value, format_value
+from .libraries.catalogue import NESTED
+from .libraries.composition import SEPARATOR, nesting
 
 MAX_LISTED = 8
 
@@ -61,6 +63,8 @@ def plan_summary(space: TestSpace) -> str:
     for client in space.clients:
         axes = "; ".join(f"{p.name} in [{_values(p.values)}]" for p in client.axes)
         lines.append(f"    {client.label:<{width}} {client.configurations:>6}  {axes}".rstrip())
+        if client.library.composition == NESTED and SEPARATOR in client.pattern.name:
+            lines.append(f"    {'':<{width}} {'':>6}  nests {nesting(client.pattern.name)}, as written")
     lines.append("")
     loads = f"{space.loads} x " if space.workload is not None else ""
     lines.append(f"Size(S) = {len(fault.rates)} x {len(space.users)} x {loads}{confs} = {space.size} "

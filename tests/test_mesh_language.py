@@ -66,7 +66,7 @@ def test_the_written_order_is_kept():
 
 
 @pytest.mark.parametrize("clients, code, column, fragment", [
-    ("  client resilience4j.retry + circuit_breaker {}", "E0226", 23, "one pattern per client"),
+    ("  client tenacity.retry + retry {}", "E0226", 19, "one pattern per client"),
     ("  client istio.retry + retry {}", "E0226", 24, "appears twice"),
     ("  client istio.baseline + retry {}", "E0226", 16, "cannot be composed"),
     ("  client istio.retry + breaker {}", "E0205", 24, "no pattern `breaker`"),

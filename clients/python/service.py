@@ -32,7 +32,7 @@ from .job_limits import CutShort, JobGuard
 from .job_request import decode_body, parse_job, parse_target
 from ..protocol import (JOB_ROUTES, MAX_FLAGS_CHARS, MAX_JOBS, ONE_CALL_STOP, PROTOCOL_VERSION, SIDECAR_FLAGS_HEADER,
                         CallLog, Job, JobError, Step)
-from .strategies import LIBRARIES, Call, RequestFailed, library_version
+from .strategies import LIBRARIES, Call, RequestFailed, call_ending, library_version
 
 SHARED_INSTANCES_KEPT = 256
 REQUEST_TIMEOUT_S = 60.0
@@ -217,15 +217,18 @@ class ClientService:
                 return "disconnected"
             target.sent = []
             made += 1
+            call_started_ns = time.perf_counter_ns()
+            ending = None
             try:
                 call()
                 ok = True
             except CutShort as cut:
                 log.add(False, target.sent, cut_short=True)
                 return cut.reason
-            except Exception:                    # a failed call, whatever the library raised
+            except Exception as error:           # a failed call, whatever the library raised
                 ok = False
-            log.add(ok, target.sent)
+                ending = call_ending(error, call_started_ns, bool(target.sent))
+            log.add(ok, target.sent, ending=ending)
             if not target.sent:
                 # A call rejected without a request (open breaker) takes microseconds; spinning on
                 # it would hold the GIL and slow the other virtual users' requests. sleep(0)

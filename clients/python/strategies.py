@@ -8,6 +8,7 @@ them, so what the spec says is what the library gets.
 
 from __future__ import annotations
 
+import time
 from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
 
@@ -99,6 +100,15 @@ def pybreaker_circuit_breaker(params: dict) -> Callable[[Call], Call]:
                                        success_threshold=p.get("success_threshold", 1),
                                        throw_new_error_on_trip=p.get("throw_new_error_on_trip", True))
     return lambda fn: (lambda: breaker.call(fn))
+
+
+def call_ending(error: BaseException, started_ns: int, sent_requests: bool) -> dict | None:
+    """How a library pattern ended a failed call (clients/protocol.py), or None when the target's
+    answer did: pybreaker's refusal while open is a circuit breaker's rejection (the error it raises
+    on the failure that trips it, after a request, is not)."""
+    if isinstance(error, pybreaker.CircuitBreakerError) and not sent_requests:
+        return {"rejected": "circuit_breaker", "wait_us": (time.perf_counter_ns() - started_ns) // 1000}
+    return None
 
 
 def baseline(params: dict) -> Callable[[Call], Call]:

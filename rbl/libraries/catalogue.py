@@ -14,9 +14,13 @@ from ..compiler.types import Bound, ParamDef, ParamType, coerce, describe_type
 from ..compiler.units import HANDOFF_DURATION_UNITS, HANDOFF_PERCENT_UNITS, TYPE_NAMES, UnitError, handoff
 
 LIBRARY_SETTINGS = ("platform", "client", "requires", "version", "composition")
-# `composition = "policies"`: a client may combine several of the library's patterns, each an
-# independent policy the library applies in its own fixed order (a mesh's VirtualService and DestinationRule)
-COMPOSITIONS = ("policies",)
+# A client may combine several of the library's patterns (`client lib.retry + timeout {...}`):
+# `composition = "policies"`: each an independent policy the library applies in its own fixed order
+# (a mesh's VirtualService and DestinationRule); `composition = "nested"`: each pattern wraps the ones
+# written after it, in the written order (retry + timeout: a timeout on every attempt), as a library's
+# decorators or policy lists nest them.
+COMPOSITIONS = ("policies", "nested")
+NESTED = "nested"
 PRELUDE_NAME = "<prelude>"
 
 

@@ -1,10 +1,12 @@
 """A composed client's configuration split into its policies (pure logic: only the standard
 library, so the plan reader, the runner and the backends all use this one rule).
 
-A client of a library with `composition = "policies"` (Istio) may combine several patterns,
+A client of a library with a `composition` may combine several patterns,
 `client istio.retry + circuit_breaker {...}`; the plan then names its pattern
 "retry+circuit_breaker" and qualifies its configuration's keys by the pattern they belong to
 ("retry.attempts"). A single-pattern client keeps plain keys. `baseline` is no policy at all.
+With `composition = "nested"` the written order is the nesting, outermost first, and the client
+service applies the patterns exactly so; with "policies" the library fixes the order they act in.
 """
 
 from __future__ import annotations
@@ -22,6 +24,13 @@ def pattern_names(pattern: str) -> list[str]:
     if repeated:
         raise ValueError(f"pattern {pattern!r} names {', '.join(repeated)} more than once")
     return names
+
+
+def nesting(pattern: str) -> str:
+    """How a nested composition wraps the call: "retry+circuit_breaker+timeout" ->
+    "retry(circuit_breaker(timeout(call)))" (the written order, outermost first)."""
+    names = pattern_names(pattern)
+    return "(".join(names) + "(call" + ")" * len(names)
 
 
 def policies_of(pattern: str, config: dict) -> dict[str, dict]:

@@ -15,8 +15,8 @@ from ..templating import render_html
 from ..errors import UsageError
 from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
-from ..store.metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
-                             SPIN_FREE_COLUMNS)
+from ..store.metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS,
+                             SIDECAR_COLUMNS, SPIN_FREE_COLUMNS)
 from ..store.open_columns import OPEN_LOOP_COLUMNS
 from ..store.requests import REQUESTS
 from .design_notes import design_notes, spin_dependent
@@ -26,6 +26,7 @@ from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
 
 KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS,
+                 *PATTERN_COLUMNS,
                  *OPEN_LOOP_COLUMNS)
 MESH_DEFAULT_METRICS = ("circuitBrokenRequests", "sidecarRetries")    # what a mesh policy did, beside the paper's
 OPEN_LOOP_DEFAULT_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")   # the overload papers'

@@ -13,6 +13,14 @@ METRIC_TITLES = {
     "totalExecutionTime": "total execution time (ms)",
     "circuitBrokenRequests": "circuit-broken requests (sidecar 503 UO)",
     "sidecarRetries": "sidecar retries in the round",
+    # library patterns (rbl/store/metrics.py PATTERN_COLUMNS)
+    "timedOutCalls": "calls a timeout ended",
+    "breakerRejectedCalls": "calls a circuit breaker refused",
+    "bulkheadRejectedCalls": "calls a bulkhead refused",
+    "rateLimitedCalls": "calls a rate limiter refused",
+    "rejectionWaitTime": "mean wait before a refusal (ms)",
+    "hedgedRequests": "hedged requests",
+    "fallbackCalls": "calls a fallback answered",
     # open-loop rounds (rbl/store/open_metrics.py)
     "carriedThroughput": "carried throughput (successes / offered)",
     "carriedRate": "carried rate (successes/s)",

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..libraries.composition import policies_of
-from ..store.metrics import vu_metrics
+from ..store.metrics import runs_measured_patterns, vu_metrics
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
 from .backend import Services
@@ -316,7 +316,7 @@ class Executor:
             "lib": scenario["library"], "strategy": scenario["pattern"],
             "faultPercentage": fault["rate"], "faultType": fault["kind"],
             "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
-            **vu_metrics(observation, sidecar=sidecar is not None),
+            **vu_metrics(observation, sidecar=sidecar is not None, patterns=runs_measured_patterns(scenario["pattern"])),
             "config": scenario["config"],
             "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
             "client": scenario["client"], "share": client.get("share", "user"),

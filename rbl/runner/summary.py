@@ -15,6 +15,10 @@ from ..store.results import RunDirectory
 
 # a mesh client's requests refused by its sidecar's pool and retried by it (median per virtual user)
 MESH_SUMMARY = {"circuitBrokenRequests": "circuit broken", "sidecarRetries": "sidecar retries"}
+# what a library's timeout, bulkhead, rate limiter, hedge or fallback did (median per virtual user)
+PATTERN_SUMMARY = {"timedOutCalls": "timed out", "bulkheadRejectedCalls": "bulkhead refused",
+                   "rateLimitedCalls": "rate limited", "hedgedRequests": "hedges", "fallbackCalls": "fallbacks"}
+OPTIONAL_SUMMARY = {**MESH_SUMMARY, **PATTERN_SUMMARY}     # columns shown when some row has them
 
 
 def _median(values: list[float]) -> str:
@@ -35,10 +39,10 @@ def summary_rows(run: RunDirectory) -> list[tuple]:
         cell["success"].append(row["successTimePerRequest"])
         cell["applied"].append(row["faultRateApplied"])
         cell["rounds"].append(row["round"])
-        for column in MESH_SUMMARY:
+        for column in OPTIONAL_SUMMARY:
             cell[column].append(row.get(column))
     return [(client, fault, users, len(set(cell["rounds"])), _median(cell["total"]), _median(cell["success"]),
-             _median(cell["applied"]), *(_median(cell[column]) for column in MESH_SUMMARY))
+             _median(cell["applied"]), *(_median(cell[column]) for column in OPTIONAL_SUMMARY))
             for (client, fault, users), cell in cells.items()]
 
 
@@ -84,11 +88,13 @@ def print_summary(run: RunDirectory, console: Console, proxy: str | None = None)
     names = ["fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
              METRIC_TITLES["successTimePerRequest"], "fault % applied"]
     found = summary_rows(run)
-    mesh = any(value != "-" for row in found for value in row[7:])     # a mesh client ran: its sidecar's columns
-    names += list(MESH_SUMMARY.values()) if mesh else []
+    # a mesh client's sidecar columns, a pattern's columns: each shown when some row has it
+    shown = [position for position in range(len(OPTIONAL_SUMMARY)) if any(row[7 + position] != "-" for row in found)]
+    names += [list(OPTIONAL_SUMMARY.values())[position] for position in shown]
     columns = [NumberColumn(name) for name in names]
-    rows = [(client, [f"{fault:g}", str(users), str(rounds), *values][:len(names)])
-            for client, fault, users, rounds, *values in found]
+    rows = [(client, [f"{fault:g}", str(users), str(rounds), total, success, applied,
+                      *(optional[position] for position in shown)])
+            for client, fault, users, rounds, total, success, applied, *optional in found]
     title = "median per virtual user" + (f" (fault proxy: {proxy})" if proxy else "")
     print_keyed_table(console, title, "client and configuration", columns, rows)
 

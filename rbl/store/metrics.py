@@ -30,6 +30,16 @@ RESPONSE_CLASS_COLUMNS = ("circuitBrokenRequests", "timedOutRequests", "ejectedR
 SIDECAR_COLUMNS = ("sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuccesses", "sidecarRetryOverflows",
                    "sidecarPoolOverflows", "sidecarPerTryTimeouts", "sidecarTimeouts", "sidecarEjections")
 RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": "UO", "timedOutRequests": "UT", "ejectedRequests": "UH"}
+# How library patterns ended calls (the calls' "rejected", "timed_out" and "fallback" in protocol v1),
+# so that timeouts, bulkheads, rate limiters, hedging and fallbacks compare across libraries: calls a
+# timeout ended, calls each policy refused and their mean wait for a permit (ms), requests a hedge
+# started while an earlier one of its call was in flight, and calls a fallback answered (never
+# successes). Written for clients that run one of PATTERNS_WITH_COLUMNS.
+PATTERN_COLUMNS = ("timedOutCalls", "breakerRejectedCalls", "bulkheadRejectedCalls", "rateLimitedCalls",
+                   "rejectionWaitTime", "hedgedRequests", "fallbackCalls")
+PATTERNS_WITH_COLUMNS = ("timeout", "bulkhead", "rate_limiter", "hedge", "fallback")
+REJECTION_COLUMNS = {"circuit_breaker": "breakerRejectedCalls", "bulkhead": "bulkheadRejectedCalls",
+                     "rate_limiter": "rateLimitedCalls"}
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -54,9 +64,9 @@ def is_success(status: int) -> bool:
     return 200 <= status < 300
 
 
-def vu_metrics(observation: dict, sidecar: bool = False) -> dict:
-    """Table 2 metrics plus request latency percentiles for one virtual user's observation (and
-    with `sidecar`, its requests' response classes)."""
+def vu_metrics(observation: dict, sidecar: bool = False, patterns: bool = False) -> dict:
+    """Table 2 metrics plus request latency percentiles for one virtual user's observation (with
+    `sidecar`, its requests' response classes; with `patterns`, PATTERN_COLUMNS)."""
     successful_calls = unsuccessful_calls = 0
     success_us = error_us = 0
     successful_requests = unsuccessful_requests = 0
@@ -103,6 +113,8 @@ def vu_metrics(observation: dict, sidecar: bool = False) -> dict:
     metrics.update(spin_free_metrics(observation, total_requests, successful_calls))
     if sidecar:
         metrics.update(classes)
+    if patterns:
+        metrics.update(pattern_metrics(observation))
     return metrics
 
 
@@ -147,6 +159,40 @@ def spin_free_metrics(observation: dict, total_requests: int, successful_calls: 
         # the n-th (last needed) success; empty when the user stopped before reaching it
         "timeToNthSuccess": _ms(nth_success_us) if reached else None,
     }
+
+
+def runs_measured_patterns(pattern: str) -> bool:
+    """Whether a client's pattern ("retry+timeout") has a PATTERNS_WITH_COLUMNS part."""
+    return any(part in PATTERNS_WITH_COLUMNS for part in pattern.split("+"))
+
+
+def pattern_metrics(observation: dict) -> dict:
+    """PATTERN_COLUMNS of one virtual user's observation."""
+    counts = dict.fromkeys(PATTERN_COLUMNS, 0)
+    wait_us = rejected = 0
+    for call in observation["calls"]:
+        repeat = call.get("repeat", 1)
+        kind = call.get("rejected")
+        if kind in REJECTION_COLUMNS:
+            counts[REJECTION_COLUMNS[kind]] += repeat
+            rejected += repeat
+            wait_us += call.get("wait_us", 0)
+        counts["timedOutCalls"] += repeat if call.get("timed_out") else 0
+        counts["fallbackCalls"] += repeat if call.get("fallback") else 0
+        counts["hedgedRequests"] += hedged_requests(call["requests"]) * repeat
+    counts["rejectionWaitTime"] = _maybe_ms(_ratio(wait_us, rejected))
+    return counts
+
+
+def hedged_requests(requests: list) -> int:
+    """Requests of one call that started while an earlier one of the call was still in flight:
+    only a hedge does that (a retry waits for the attempt before it to end)."""
+    hedged, busy_until = 0, None
+    for start, duration, *_ in sorted(requests, key=lambda request: request[0]):
+        if busy_until is not None and start < busy_until:
+            hedged += 1
+        busy_until = max(busy_until or 0, start + duration)
+    return hedged
 
 
 def _maybe_ms(microseconds: float | None) -> float | None:

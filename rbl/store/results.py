@@ -29,7 +29,8 @@ from typing import Iterable, Iterator
 from ..errors import UsageError
 from .durable import (BALLAST, append_whole, fsync_directory, new_file, release_ballast, reserve_ballast,
                       storage_errors, write_atomically)
-from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS, SPIN_FREE_COLUMNS
+from .metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
+                      SPIN_FREE_COLUMNS)
 from .own_entries import check_own_entries
 from .plan_file import PlanProblem, header_problem, scenario_check
 from .run_checks import failure_problem, manifest_problem, plan_problem, row_problem, scenario_problem
@@ -64,6 +65,7 @@ RBL_COLUMNS = ("scenarioId", "scenarioIndex", "client", "share", "libraryVersion
 # ... and a mesh client's: its requests' response classes and its sidecar's counters for the round
 # (written only when a row has them, so library-only runs keep their columns).
 MESH_COLUMNS = (*RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS)
+# ... and a timeout's, bulkhead's, rate limiter's, hedge's or fallback's (likewise only when a row has them)
 
 
 def _dump(record: dict) -> str:
@@ -368,7 +370,9 @@ class RunDirectory:
         for row in self.rows():
             config_keys.update(dict.fromkeys(row.get("config", {})))
         mesh = any("circuitBrokenRequests" in row for row in self.rows())
-        columns = [*ORIGINAL_COLUMNS, *config_keys, *RBL_COLUMNS, *(MESH_COLUMNS if mesh else ())]
+        patterns = any("timedOutCalls" in row for row in self.rows())
+        columns = [*ORIGINAL_COLUMNS, *config_keys, *RBL_COLUMNS, *(MESH_COLUMNS if mesh else ()),
+                   *(PATTERN_COLUMNS if patterns else ())]
         path = self.path / CSV_FILE
         with storage_errors(self.path):
             temporary = path.with_name(CSV_FILE + ".tmp")

@@ -22,6 +22,18 @@ class Profile:
     # a neutral retry value this library maps exactly, and the waits it means (None: the suite's own)
     neutral_retry: tuple[str, list[float]] | None = None
     neutral_breaker: bool = True          # consecutive_failures(n) maps exactly onto its breaker
+    # the patterns beyond retry and breaker (pattern_checks.py), where the library has them
+    timeout: Callable[[int], dict] | None = None                          # (ms)
+    bulkhead: Callable[[int], dict] | None = None                         # (concurrent calls), no wait
+    rate_limiter: Callable[[int, int, int], dict] | None = None           # (permits, period ms, wait ms)
+    rate_starts: Callable[[int, int, int], float] | None = None           # (permits, period ms, k): earliest k-th start
+    hedge: Callable[[int], dict] | None = None                            # (delay ms), one hedge
+    fallback: bool = False
+
+
+def _periods_start(permits: int, period_ms: int, k: int) -> float:
+    """Permits handed out per period, the periods back to back from the limiter's creation."""
+    return (k - 1) // permits * period_ms
 
 
 def _float_waits(attempts: int, initial: int, multiplier: float) -> list[float]:
@@ -60,6 +72,11 @@ RESILIENCE4J = Profile(
     breaker=lambda n, ms: {"slidingWindowType": "COUNT_BASED", "slidingWindowSize": n, "minimumNumberOfCalls": n,
                            "failureRateThreshold": 100, "waitDurationInOpenState": ms,
                            "permittedNumberOfCallsInHalfOpenState": 1},
+    timeout=lambda ms: {"timeoutDuration": ms},
+    bulkhead=lambda n: {"maxConcurrentCalls": n, "maxWaitDuration": 0},
+    rate_limiter=lambda n, ms, wait: {"limitForPeriod": n, "limitRefreshPeriod": ms * 1_000_000, "timeoutDuration": wait},
+    rate_starts=_periods_start,           # AtomicRateLimiter: limitForPeriod permits per cycle
+    fallback=True,
 )
 
 COCKATIEL = Profile(
@@ -70,6 +87,9 @@ COCKATIEL = Profile(
                                         "initialDelay": ms, "maxDelay": 30_000},
     exponential_waits=lambda n, ms, m: _float_waits(n, ms, 2.0),
     breaker=lambda n, ms: {"exceptionsAllowedBeforeBreaking": n, "halfOpenAfter": ms},
+    timeout=lambda ms: {"duration": ms, "strategy": "AGGRESSIVE"},
+    bulkhead=lambda n: {"limit": n, "queue": 0},
+    fallback=True,
     neutral_retry=("retry(attempts: 5, backoff: exponential(initial: 15ms, multiplier: 2))", [15.0, 30.0, 60.0, 120.0]),
 )
 
@@ -89,6 +109,12 @@ FAILSAFE = Profile(
     exponential_waits=_float_waits,
     # n failures of the last n executions; one probe (successThreshold 1) closes or reopens it
     breaker=lambda n, ms: {"failureThreshold": n, "delay": ms, "successThreshold": 1},
+    timeout=lambda ms: {"timeout": ms},
+    bulkhead=lambda n: {"maxConcurrency": n, "maxWaitTime": 0},
+    rate_limiter=lambda n, ms, wait: {"limiter": "BURSTY", "maxExecutions": n, "period": ms, "maxWaitTime": wait},
+    rate_starts=_periods_start,           # NewBurstyBuilder: maxExecutions per period
+    hedge=lambda ms: {"delay": ms, "maxHedges": 1},
+    fallback=True,
 )
 
 GOBREAKER = Profile(

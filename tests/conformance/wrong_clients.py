@@ -2,7 +2,7 @@
 stands in front of a real client service and breaks the protocol in one way, the way a client with
 that defect would.
 
-  rewriting_client   rewrites each POST /run job before the real service sees it (an HTTP forwarder)
+  rewriting_client   rewrites each POST job before the real service sees it, and its reply (an HTTP forwarder)
   relaying_client    relays bytes, but rewrites a request, drops some methods' connections, puts a
                      body in replies to HEAD, or holds 503 replies back (a TCP relay on an asyncio
                      loop of its own, so a few hundred connections cost it no thread each)
@@ -25,8 +25,10 @@ from .checks import post
 
 
 @contextmanager
-def rewriting_client(real_url: str, rewrite: Callable[[dict], dict]):
-    """Yields the URL of a forwarder that applies rewrite(job) to every POST /run body."""
+def rewriting_client(real_url: str, rewrite: Callable[[dict], dict],
+                     rewrite_reply: Callable[[dict], dict] = lambda reply: reply):
+    """Yields the URL of a forwarder that applies rewrite(job) to every POST body (/run, /call) and
+    rewrite_reply(reply) to the real service's answer."""
 
     class Forwarder(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -46,7 +48,8 @@ def rewriting_client(real_url: str, rewrite: Callable[[dict], dict]):
 
         def do_POST(self):
             job = json.loads(self.rfile.read(int(self.headers["content-length"])))
-            self._answer(*post(real_url, self.path, rewrite(job)))
+            status, reply = post(real_url, self.path, rewrite(job))
+            self._answer(status, rewrite_reply(reply) if status == 200 else reply)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Forwarder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -80,10 +80,12 @@ def _pattern(ctx: CheckContext, block: ast.Client, library):
     for part in parts:
         if part.name not in library.patterns:
             guess = suggest(part.name, library.patterns)
+            others = sorted(name for name, lib in ctx.libraries.items() if part.name in lib.patterns)
             ctx.diags.error("E0205", f"library `{library.name}` has no pattern `{part.name}`",
                             part.span, "unknown pattern",
                             help=(f"did you mean `{guess}`? " if guess else "")
-                            + f"`{library.name}` implements {', '.join(library.patterns)}")
+                            + f"`{library.name}` implements {', '.join(library.patterns)}"
+                            + (f"; `{part.name}` is in {', '.join(others)}" if others else ""))
             return None
     if not block.parts:
         return library.patterns[block.pattern.name]

@@ -1,0 +1,163 @@
+"""Checks of the patterns beyond retry and circuit breaker (timeout, bulkhead, rate limiter, hedge,
+fallback) and of their composition, for any client service: each drives the service through the real
+fault proxy and judges the invariant the pattern promises, with the timing rules of checks.py (never
+early, by WAIT_EARLY_MS; lateness judged against what plain sleeps saw at that moment).
+
+  timeout       a call ends no earlier than its bound, is reported timed out, and its request is cut
+  bulkhead      of calls that overlap, never more than its limit are admitted; the rest are refused
+  rate limiter  the k-th call starts no earlier than the limiter's schedule allows
+  hedge         the hedged request starts no earlier than its delay
+  fallback      a failed call answered by the fallback is marked, and never counted a success
+  composition   retry + timeout bounds each attempt, timeout + retry the whole call
+"""
+
+from __future__ import annotations
+
+import itertools
+from concurrent.futures import ThreadPoolExecutor
+
+from .call_checks import one_call
+from .checks import WAIT_EARLY_MS, assert_waits, expand, run_job
+from .profiles import Profile
+
+DELAY_ALL = {"delay__fixed_delay_percent": 100}
+_instances = itertools.count()
+
+
+def _slow(proxy, delay_ms: int) -> None:
+    proxy.set_fault(abort__abort_percent=0, delay__fixed_delay_percent=100, delay__fixed_duration_ms=delay_ms)
+
+
+def _fast(proxy) -> None:
+    proxy.set_fault(abort__abort_percent=0, delay__fixed_delay_percent=0, delay__fixed_duration_ms=0)
+
+
+def fresh_instance(what: str) -> str:
+    """An instance key no earlier job used: a shared pattern starts empty."""
+    return f"{what}-{next(_instances)}"
+
+
+# -- timeout ----------------------------------------------------------------------------------------
+def timed_out_call(url: str, proxy, strategy: list[dict]) -> tuple[dict, dict]:
+    reply = one_call(url, proxy, strategy)
+    return reply, reply["calls"][0]
+
+
+def check_timeout_bounds_a_slow_call(url: str, proxy, profile: Profile, timeout_ms: int = 60,
+                                     delay_ms: int = 400) -> None:
+    strategy = [{"pattern": "timeout", "params": profile.timeout(timeout_ms)}]
+    _fast(proxy)
+    _, call = timed_out_call(url, proxy, strategy)
+    assert call["ok"] and not call.get("timed_out"), f"a fast call must pass a {timeout_ms} ms timeout: {call}"
+    _slow(proxy, delay_ms)
+
+    def call_length() -> list[float]:
+        reply, call = timed_out_call(url, proxy, strategy)
+        assert not call["ok"] and call.get("timed_out") is True, \
+            f"a call slower than the timeout must fail timed out: {call}"
+        (request,) = call["requests"]
+        assert request[2] == 0, f"the request the timeout interrupted is reported with status 0: {request}"
+        assert request[1] / 1000 < delay_ms - 50, f"the timeout must cut the request short: {request}"
+        return [reply["total_us"] / 1000]
+    assert_waits(call_length, [timeout_ms], "timeout (call length)")
+
+
+def check_retry_then_timeout_bounds_each_attempt(url: str, proxy, profile: Profile, timeout_ms: int = 50,
+                                                 delay_ms: int = 400, attempts: int = 3) -> None:
+    """retry + timeout: a timeout on every attempt; timeout + retry: one bound for the whole call."""
+    _slow(proxy, delay_ms)
+    retry = {"pattern": "retry", "params": profile.retry_fixed(attempts, 1)}
+    timeout = {"pattern": "timeout", "params": profile.timeout(timeout_ms)}
+    _, each = timed_out_call(url, proxy, [retry, timeout])
+    assert len(each["requests"]) == attempts and all(r[2] == 0 for r in each["requests"]), \
+        f"retry(timeout(call)): {attempts} attempts, each cut by the timeout: {each}"
+    assert each.get("timed_out") is True and not each["ok"], each
+    reply, whole = timed_out_call(url, proxy, [timeout, retry])
+    assert len(whole["requests"]) == 1 and whole.get("timed_out") is True, \
+        f"timeout(retry(call)): the timeout ends the whole call during its first attempt: {whole}"
+    assert reply["total_us"] / 1000 >= timeout_ms - WAIT_EARLY_MS
+
+
+# -- bulkhead ---------------------------------------------------------------------------------------
+def concurrent_calls(url: str, proxy, strategy: list[dict], count: int, instance: str) -> list[dict]:
+    """`count` /calls at once through one shared instance: their calls."""
+    with ThreadPoolExecutor(count) as pool:
+        replies = list(pool.map(lambda vu: one_call(url, proxy, strategy, share="client", instance=instance, vu=vu),
+                                range(1, count + 1)))
+    return [reply["calls"][0] for reply in replies]
+
+
+def check_bulkhead_admits_at_most_its_limit(url: str, proxy, profile: Profile, limit: int = 2, callers: int = 6,
+                                            delay_ms: int = 600) -> None:
+    """`callers` calls arrive within the slow calls' time: the bulkhead lets `limit` through (never
+    more; and not fewer, it is not a lock) and refuses the rest at once, naming itself."""
+    _slow(proxy, delay_ms)
+    strategy = [{"pattern": "bulkhead", "params": profile.bulkhead(limit)}]
+    calls = concurrent_calls(url, proxy, strategy, callers, fresh_instance("bulkhead"))
+    admitted = [call for call in calls if call["requests"]]
+    refused = [call for call in calls if not call["requests"]]
+    assert len(admitted) == limit, \
+        f"a bulkhead of {limit} admitted {len(admitted)} of {callers} overlapping calls: {calls}"
+    assert all(call["ok"] for call in admitted), admitted
+    for call in refused:
+        assert not call["ok"] and call.get("rejected") == "bulkhead", f"a refused call names the bulkhead: {call}"
+        assert 0 <= call.get("wait_us", -1) < delay_ms * 1000 / 2, f"a bulkhead without a wait refuses at once: {call}"
+
+
+# -- rate limiter -----------------------------------------------------------------------------------
+def check_rate_limiter_never_exceeds_its_rate(url: str, proxy, profile: Profile, permits: int = 2,
+                                              period_ms: int = 100, calls: int = 10) -> None:
+    """With a wait long enough for every permit, the k-th call's request starts no earlier than the
+    limiter's schedule (profile.rate_starts) allows, and not later than what load explains."""
+    _fast(proxy)
+    strategy = [{"pattern": "rate_limiter", "params": profile.rate_limiter(permits, period_ms, 10 * period_ms)}]
+    expected = [profile.rate_starts(permits, period_ms, k) for k in range(1, calls + 1)]
+
+    def starts() -> list[float]:
+        reply = run_job(url, proxy, strategy, successes=calls, max_requests=calls)
+        requests = [request for call in expand(reply["calls"]) for request in call["requests"]]
+        assert len(requests) == calls and reply["stopped_by"] == "successes", reply
+        got = [request[0] / 1000 for request in requests]
+        early = [(k + 1, round(start, 1), want) for k, (start, want) in enumerate(zip(got, expected))
+                 if start < want - WAIT_EARLY_MS]
+        assert not early, (f"a rate limiter of {permits} per {period_ms} ms let calls start early "
+                           f"(call, start ms, earliest): {early}")
+        return got[-1:]
+    assert_waits(starts, expected[-1:], "rate limiter (last call's start)")
+
+
+# -- hedge ------------------------------------------------------------------------------------------
+def check_hedge_starts_no_earlier_than_its_delay(url: str, proxy, profile: Profile, hedge_ms: int = 60,
+                                                 delay_ms: int = 300) -> None:
+    strategy = [{"pattern": "hedge", "params": profile.hedge(hedge_ms)}]
+    _fast(proxy)
+    _, call = timed_out_call(url, proxy, strategy)
+    assert call["ok"] and len(call["requests"]) == 1, f"a call faster than the hedge delay sends one request: {call}"
+    _slow(proxy, delay_ms)
+
+    def hedge_start() -> list[float]:
+        _, call = timed_out_call(url, proxy, strategy)
+        assert call["ok"] and len(call["requests"]) == 2, \
+            f"a call slower than the hedge delay sends one hedge (maxHedges 1): {call}"
+        first, second = sorted(call["requests"])
+        assert second[0] < first[0] + first[1], f"the hedge overlaps the first request: {call}"
+        return [(second[0] - first[0]) / 1000]
+    assert_waits(hedge_start, [hedge_ms], "hedge (delay before the hedged request)")
+
+
+# -- fallback ---------------------------------------------------------------------------------------
+def check_fallback_marks_failed_calls(url: str, proxy) -> None:
+    strategy = [{"pattern": "fallback", "params": {}}]
+    _fast(proxy)
+    reply = run_job(url, proxy, strategy, successes=2, max_requests=5)
+    assert reply["stopped_by"] == "successes" and all(c["ok"] and not c.get("fallback") for c in reply["calls"]), \
+        f"calls the target answers are successes, not fallbacks: {reply['calls']}"
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
+    reply = run_job(url, proxy, strategy, successes=1, max_requests=3)
+    calls = expand(reply["calls"])
+    assert reply["stopped_by"] == "max_requests" and len(calls) == 3, \
+        f"a fallback is not a success: the user keeps calling until its request budget ends: {reply}"
+    for call in calls:
+        assert call.get("fallback") is True and call["ok"] is False, \
+            f"a failed call the fallback answered is marked, and a fallback is not a success: {call}"
+        assert [r[2] for r in call["requests"]] == [503], call

@@ -1,0 +1,118 @@
+"""Every client service whose library has a timeout, bulkhead, rate limiter, hedge or fallback passes
+the checks of pattern_checks.py, against the real fault proxy and httpbin; a client that maps one of
+their parameters wrongly (or reports a fallback as a success) does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from . import pattern_checks as checks
+from .conftest import ids, selected_profiles
+from .mismapped import changed_keys, mismapped_client
+from .wrong_clients import rewriting_client
+
+TIMEOUT = selected_profiles("timeout")
+BULKHEAD = selected_profiles("bulkhead")
+RATE_LIMITER = selected_profiles("rate_limiter")
+HEDGE = selected_profiles("hedge")
+FALLBACK = [p for p in selected_profiles() if p.fallback]
+COMPOSED = [p for p in TIMEOUT if p.retry_fixed is not None]
+
+
+@pytest.mark.parametrize("profile", TIMEOUT, ids=ids(TIMEOUT))
+def test_timeout_bounds_a_slow_call(client_url, start_proxy, profile):
+    checks.check_timeout_bounds_a_slow_call(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", COMPOSED, ids=ids(COMPOSED))
+def test_the_written_order_decides_per_attempt_or_overall_timeout(client_url, start_proxy, profile):
+    checks.check_retry_then_timeout_bounds_each_attempt(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", BULKHEAD, ids=ids(BULKHEAD))
+def test_bulkhead_admits_at_most_its_limit(client_url, start_proxy, profile):
+    checks.check_bulkhead_admits_at_most_its_limit(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", RATE_LIMITER, ids=ids(RATE_LIMITER))
+def test_rate_limiter_never_exceeds_its_rate(client_url, start_proxy, profile):
+    checks.check_rate_limiter_never_exceeds_its_rate(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", HEDGE, ids=ids(HEDGE))
+def test_hedge_starts_no_earlier_than_its_delay(client_url, start_proxy, profile):
+    checks.check_hedge_starts_no_earlier_than_its_delay(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", FALLBACK, ids=ids(FALLBACK))
+def test_fallback_marks_failed_calls(client_url, start_proxy, profile):
+    checks.check_fallback_marks_failed_calls(client_url(profile), start_proxy())
+
+
+# -- the checks catch a wrong client --------------------------------------------------------------------
+def _scaled(pattern: str, key: str, factor: float):
+    def rewrite(step_pattern: str, params: dict) -> dict:
+        if step_pattern == pattern:
+            params[key] = type(params[key])(params[key] * factor)
+        return params
+    return rewrite
+
+
+@pytest.mark.parametrize("profile", TIMEOUT, ids=ids(TIMEOUT))
+def test_a_client_that_doubles_the_timeout_fails_conformance(client_url, start_proxy, profile):
+    (key,) = changed_keys(profile.timeout(60), profile.timeout(61))
+    with mismapped_client(client_url(profile), _scaled("timeout", key, 2)) as url:
+        with pytest.raises(AssertionError, match="timeout .*median lateness"):
+            checks.check_timeout_bounds_a_slow_call(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", BULKHEAD, ids=ids(BULKHEAD))
+def test_a_client_that_admits_one_more_fails_conformance(client_url, start_proxy, profile):
+    (key,) = changed_keys(profile.bulkhead(2), profile.bulkhead(3))
+
+    def one_more(pattern: str, params: dict) -> dict:        # "calls beyond the first" taken for "calls"
+        if pattern == "bulkhead":
+            params[key] += 1
+        return params
+    with mismapped_client(client_url(profile), one_more) as url:
+        with pytest.raises(AssertionError, match="admitted 3 of 6"):
+            checks.check_bulkhead_admits_at_most_its_limit(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", RATE_LIMITER, ids=ids(RATE_LIMITER))
+def test_a_client_that_halves_the_period_fails_conformance(client_url, start_proxy, profile):
+    before, after = profile.rate_limiter(2, 100, 1000), profile.rate_limiter(2, 101, 1000)
+    (key,) = changed_keys(before, after)
+    with mismapped_client(client_url(profile), _scaled("rate_limiter", key, 0.5)) as url:
+        with pytest.raises(AssertionError, match="let calls start early"):
+            checks.check_rate_limiter_never_exceeds_its_rate(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", HEDGE, ids=ids(HEDGE))
+def test_a_client_that_halves_the_hedge_delay_fails_conformance(client_url, start_proxy, profile):
+    (key,) = changed_keys(profile.hedge(60), profile.hedge(61))
+    with mismapped_client(client_url(profile), _scaled("hedge", key, 0.5)) as url:
+        with pytest.raises(AssertionError, match="hedge .*early"):
+            checks.check_hedge_starts_no_earlier_than_its_delay(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", FALLBACK, ids=ids(FALLBACK))
+def test_a_client_that_counts_fallbacks_as_successes_fails_conformance(client_url, start_proxy, profile):
+    def fallback_as_success(reply: dict) -> dict:
+        for call in reply.get("calls", []):
+            if call.get("fallback"):
+                call["ok"] = True
+        return reply
+    with rewriting_client(client_url(profile), lambda job: job, fallback_as_success) as url:
+        with pytest.raises(AssertionError, match="a fallback is not a success"):
+            checks.check_fallback_marks_failed_calls(url, start_proxy())
+
+
+@pytest.mark.parametrize("profile", COMPOSED, ids=ids(COMPOSED))
+def test_a_client_that_reverses_the_written_order_fails_conformance(client_url, start_proxy, profile):
+    def reversed_order(job: dict) -> dict:
+        job["strategy"] = job.get("strategy", [])[::-1]
+        return job
+    with rewriting_client(client_url(profile), reversed_order) as url:
+        with pytest.raises(AssertionError, match="retry\\(timeout\\(call\\)\\)"):
+            checks.check_retry_then_timeout_bounds_each_attempt(url, start_proxy(), profile)
