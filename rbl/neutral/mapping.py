@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Callable
 
 from ..compiler.units import handoff
-from .model import Neutral, NeutralBreaker, NeutralRetry
+from .model import Neutral, NeutralBreaker, NeutralBulkhead, NeutralRetry, NeutralTimeout
 
 # R4j counts a call slower than this as slow; a breaker opened by failures alone must never see one.
 NEVER_SLOW_MS = 86_400_000
@@ -248,6 +248,38 @@ def _istio(neutral: Neutral, out: _Native) -> None:
                             f"backoff = {_ms(Fraction(out.params['backoff']))} (Envoy's base)"))
 
 
+# -- timeout and bulkhead: one mapper per library that has the pattern ---------------------------------
+def _timeout_as(name: str, **fixed) -> Callable[[NeutralTimeout, _Native], None]:
+    """A library whose timeout takes one duration in whole milliseconds (and `fixed` settings)."""
+    def mapper(neutral: NeutralTimeout, out: _Native) -> None:
+        out.whole_ms(name, neutral.after_ms, minimum=1)
+        out.params.update(fixed)
+    return mapper
+
+
+def _bulkhead_as(limit: str, wait: str) -> Callable[[NeutralBulkhead, _Native], None]:
+    def mapper(neutral: NeutralBulkhead, out: _Native) -> None:
+        out.params[limit] = neutral.max_concurrent
+        out.whole_ms(wait, neutral.max_wait_ms)
+    return mapper
+
+
+def _cockatiel_bulkhead(neutral: NeutralBulkhead, out: _Native) -> None:
+    out.params.update({"limit": neutral.max_concurrent, "queue": 0})
+    if neutral.max_wait_ms > 0:
+        out.gaps.append(Gap(f"cockatiel's bulkhead queues a number of calls, each waiting as long as it takes, "
+                            f"not up to a time (max_wait: {_ms(neutral.max_wait_ms)})", "queue = 0 (no wait)"))
+
+
+PATTERN_MAPPERS: dict[str, dict[str, Callable]] = {
+    # AGGRESSIVE: the call fails at the bound whatever the request does (rbl's request stops too)
+    "timeout": {"resilience4j": _timeout_as("timeoutDuration"), "failsafe": _timeout_as("timeout"),
+                "cockatiel": _timeout_as("duration", strategy="AGGRESSIVE"), "istio": _timeout_as("timeout")},
+    "bulkhead": {"resilience4j": _bulkhead_as("maxConcurrentCalls", "maxWaitDuration"),
+                 "failsafe": _bulkhead_as("maxConcurrency", "maxWaitTime"), "cockatiel": _cockatiel_bulkhead},
+}
+
+
 MAPPERS: dict[str, Callable[[Neutral, _Native], None]] = {
     "resilience4j": _resilience4j,
     "polly": _polly,
@@ -260,15 +292,23 @@ MAPPERS: dict[str, Callable[[Neutral, _Native], None]] = {
     "backoff": _backoff,
     "istio": _istio,
 }
-# the neutral patterns each library can take, when not both
+# the neutral retry and circuit breaker each library can take, when not both
 MAPPED_PATTERNS = {"istio": ("retry",)}
+
+
+def neutral_patterns(library: str) -> tuple[str, ...]:
+    """The neutral patterns rbl maps onto `library`."""
+    if library not in MAPPERS:
+        return ()
+    return (*MAPPED_PATTERNS.get(library, ("retry", "circuit_breaker")),
+            *(pattern for pattern, mappers in PATTERN_MAPPERS.items() if library in mappers))
 
 
 def map_neutral(library: str, pattern_def, neutral: Neutral) -> Mapped:
     """The native configuration for `neutral` in `library` (whose catalogue pattern is
     pattern_def): mapped parameters first, then the catalogue defaults of the others."""
     out = _Native(library)
-    MAPPERS[library](neutral, out)
+    (PATTERN_MAPPERS[neutral.pattern][library] if neutral.pattern in PATTERN_MAPPERS else MAPPERS[library])(neutral, out)
     mapped = tuple(out.params)
     for definition in pattern_def.params.values():
         if definition.name not in out.params and definition.default is not None:

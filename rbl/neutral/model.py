@@ -3,7 +3,9 @@
 Retry (docs/library-semantics.md section 6): `attempts` counts the first call; the wait before retry k
 (k = 1 .. attempts-1) is `initial * multiplier^(k-1)`, capped at `max`, exactly (no step-wise
 truncation). Circuit breaker (same section): opens after `consecutive_failures(n)`, stays open `open_for`,
-then lets `half_open_permits` probe calls through; a failed probe opens it again.
+then lets `half_open_permits` probe calls through; a failed probe opens it again. Timeout: a call
+still running `after` it started fails and its request is cancelled. Bulkhead: at most
+`max_concurrent` calls at once; one beyond them waits up to `max_wait` for a place, then is refused.
 """
 
 from __future__ import annotations
@@ -52,7 +54,22 @@ class NeutralBreaker:
     pattern = "circuit_breaker"
 
 
-Neutral = NeutralRetry | NeutralBreaker
+@dataclass(frozen=True)
+class NeutralTimeout:
+    after_ms: Fraction
+
+    pattern = "timeout"
+
+
+@dataclass(frozen=True)
+class NeutralBulkhead:
+    max_concurrent: int
+    max_wait_ms: Fraction
+
+    pattern = "bulkhead"
+
+
+Neutral = NeutralRetry | NeutralBreaker | NeutralTimeout | NeutralBulkhead
 
 
 def from_values(pattern: str, values: dict) -> Neutral:
@@ -71,4 +88,8 @@ def from_values(pattern: str, values: dict) -> Neutral:
         else:
             backoff = Backoff("none")
         return NeutralRetry(values["attempts"].v, backoff)
+    if pattern == "timeout":
+        return NeutralTimeout(ms("after"))
+    if pattern == "bulkhead":
+        return NeutralBulkhead(values["max_concurrent"].v, ms("max_wait"))
     return NeutralBreaker(values["open_when.count"].v, ms("open_for"), values["half_open_permits"].v)

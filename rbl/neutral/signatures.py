@@ -2,6 +2,8 @@
 
     retry(attempts: 6, backoff: exponential(initial: 20ms, multiplier: 1.5))
     circuit_breaker(open_when: consecutive_failures(2), open_for: 40ms, half_open_permits: 1)
+    timeout(after: 100ms)
+    bulkhead(max_concurrent: 10, max_wait: 0ms)
 
 A parameter takes a value (checked like a library parameter) or, for `backoff` and `open_when`,
 a nested call. The checker flattens a call into dotted parameters (`backoff.initial`), so axes
@@ -76,7 +78,16 @@ SIGNATURES: dict[str, Signature] = {s.name: s for s in (
     Signature("consecutive_failures", (
         _param("count", "int", _INT_1),
     ), "opens after this many failed calls in a row", "consecutive_failures(2)"),
+    Signature("timeout", (
+        _param("after", "duration", (">", Value("duration", Fraction(0))),
+               doc="a call still running this long fails, and its request is cancelled"),
+    ), "a timeout: composed inside a retry it bounds each attempt, outside it the whole call", "timeout(after: 100ms)"),
+    Signature("bulkhead", (
+        _param("max_concurrent", "int", _INT_1, doc="calls admitted at once"),
+        _param("max_wait", "duration", (">=", Value("duration", Fraction(0))), default=Value("duration", Fraction(0)),
+               doc="how long a call beyond them waits for a place before it is refused"),
+    ), "a bulkhead (it limits the calls that share it: `share = client`)", "bulkhead(max_concurrent: 10, max_wait: 0ms)"),
 )}
 
 # The signatures that are whole pattern values (what `use` and `let` take).
-PATTERN_SIGNATURES = ("retry", "circuit_breaker")
+PATTERN_SIGNATURES = ("retry", "circuit_breaker", "timeout", "bulkhead")

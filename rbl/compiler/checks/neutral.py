@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from itertools import islice
 
-from ...neutral.mapping import MAPPED_PATTERNS, MAPPERS
+from ...neutral.mapping import MAPPERS, neutral_patterns
 from ...neutral.signatures import PATTERN_SIGNATURES, SIGNATURES, CallParam
 from .. import ast
 from ..axes import single
@@ -81,11 +81,14 @@ def neutral_client(ctx: CheckContext, block: ast.Client, library, pattern) -> tu
     if value is None:
         return None
     neutral_pattern, params = value
-    if neutral_pattern not in MAPPED_PATTERNS.get(library.name, (neutral_pattern,)):
+    taken = [name for name in neutral_patterns(library.name) if name in library.patterns]
+    if neutral_pattern not in taken:
+        takers = [name for name, other in ctx.libraries.items()
+                  if neutral_pattern in neutral_patterns(name) and neutral_pattern in other.patterns]
         ctx.diags.error("E0503", f"rbl cannot map a neutral {neutral_pattern} onto `{library.name}`", use.value.span,
                         f"a {neutral_pattern} value",
-                        help=f"`{library.name}` takes neutral {', '.join(MAPPED_PATTERNS[library.name])} values; "
-                             f"set `{library.name}.{pattern.name}`'s native parameters")
+                        help=f"`{library.name}` takes neutral {', '.join(taken) or 'no'} values; "
+                             f"a neutral {neutral_pattern} maps onto {', '.join(takers) or 'no library'}")
         return None
     if neutral_pattern != pattern.name:
         ctx.diags.error("E0503", f"`{library.name}.{pattern.name}` cannot be configured by a {neutral_pattern} value",
