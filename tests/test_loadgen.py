@@ -20,7 +20,8 @@ MS = 1_000_000  # nanoseconds
 
 
 class Handler(BaseHTTPRequestHandler):
-    """Routes: /ok, /slow (300 ms), /hang (3 s), /flags, /calls/ok, /calls/none, /calls/null, /text."""
+    """Routes: /ok, /slow (300 ms), /hang (3 s), /flags, /calls/ok, /calls/none, /calls/null,
+    /calls/refused, /calls/timed-out, /calls/fallback, /text."""
     protocol_version = "HTTP/1.1"          # keep-alive, as rbl-load expects of its targets
 
     def log_message(self, *args) -> None:
@@ -48,6 +49,12 @@ class Handler(BaseHTTPRequestHandler):
             reply = json.dumps({"protocol": 1, "calls": [{"ok": True, "requests": [[0, 9, 503], [30, 8, 200]]}]}).encode()
         elif self.path == "/calls/none":
             reply = json.dumps({"protocol": 1, "calls": [{"ok": False, "requests": [], "cut_short": True}]}).encode()
+        elif self.path == "/calls/refused":
+            reply = json.dumps({"calls": [{"ok": False, "requests": [], "rejected": "bulkhead", "wait_us": 5}]}).encode()
+        elif self.path == "/calls/timed-out":
+            reply = json.dumps({"calls": [{"ok": False, "requests": [[0, 50, 0]], "timed_out": True}]}).encode()
+        elif self.path == "/calls/fallback":
+            reply = json.dumps({"calls": [{"ok": False, "requests": [[0, 5, 503]], "fallback": True}]}).encode()
         elif self.path == "/calls/null":
             reply = json.dumps({"calls": [{"ok": False, "requests": [[0, 5, None]]}, {"ok": True}]}).encode()
         elif self.path == "/text":
@@ -110,7 +117,7 @@ def read_records(out: Path) -> dict[int, dict]:
     with out.open(newline="") as f:
         reader = csv.DictReader(f)
         assert reader.fieldnames == ["seq", "scheduled_ns", "sent_ns", "latency_ns", "status", "flags", "ok",
-                                     "requests", "last_status", "error"]
+                                     "requests", "last_status", "error", "ending"]
         rows = list(reader)
     records = {int(r["seq"]): r for r in rows}
     assert len(records) == len(rows), "a seq appears twice"
@@ -176,6 +183,14 @@ def test_a_client_services_reply_fills_ok_requests_and_last_status(rbl_load, tmp
     for path, fields in (("/calls/null", ("0", "1", "")), ("/text", ("", "", ""))):
         done, records, _ = run_load(rbl_load, tmp_path, url(server, path), [0])
         assert (records[0]["ok"], records[0]["requests"], records[0]["last_status"]) == fields, path
+
+
+def test_how_a_library_pattern_ended_the_call_is_recorded(rbl_load, tmp_path, server):
+    for path, ending in (("/calls/refused", "rejected:bulkhead"), ("/calls/timed-out", "timed_out"),
+                         ("/calls/fallback", "fallback"), ("/calls/ok", "")):
+        done, records, _ = run_load(rbl_load, tmp_path, url(server, path), [0])
+        assert done.returncode == 0, done.stderr
+        assert records[0]["ending"] == ending, path
 
 
 def test_the_flags_header_is_recorded(rbl_load, tmp_path, server):

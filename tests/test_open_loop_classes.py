@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rbl.runner.open_loop import classify
 
-HEADER = "seq,scheduled_ns,sent_ns,latency_ns,status,flags,ok,requests,last_status,error\n"
+HEADER = "seq,scheduled_ns,sent_ns,latency_ns,status,flags,ok,requests,last_status,error,ending\n"
 
 
 def table(tmp_path, lines: list[str], mesh: bool, warmup_s: float = 0.0):
@@ -16,12 +16,12 @@ def table(tmp_path, lines: list[str], mesh: bool, warmup_s: float = 0.0):
 
 def test_library_calls_are_classed_by_the_client_services_reply(tmp_path):
     got = table(tmp_path, [
-        "0,0,1000,5000000,200,,1,1,200,",              # the call succeeded
-        "1,10000000,10002000,7000000,200,,0,3,503,",     # failed after its 3 attempts
-        "2,20000000,20001000,1000000,200,,0,0,,",        # refused without a request: an open breaker
-        "3,30000000,30001000,0,0,,,,,Get: context deadline exceeded (Client.Timeout exceeded)",
-        "4,40000000,40001000,0,0,,,,,dial tcp: connection refused",
-        "5,50000000,50001000,1000000,503,,,,,",          # the client service itself refused (too many jobs)
+        "0,0,1000,5000000,200,,1,1,200,,",              # the call succeeded
+        "1,10000000,10002000,7000000,200,,0,3,503,,",     # failed after its 3 attempts
+        "2,20000000,20001000,1000000,200,,0,0,,,",        # refused without a request: an open breaker
+        "3,30000000,30001000,0,0,,,,,Get: context deadline exceeded (Client.Timeout exceeded),",
+        "4,40000000,40001000,0,0,,,,,dial tcp: connection refused,",
+        "5,50000000,50001000,1000000,503,,,,,,",          # the client service itself refused (too many jobs)
     ], mesh=False)
     assert got["cls"].to_pylist() == ["success", "failed", "rejected", "timed_out", "failed", "failed"]
     assert got["requests"].to_pylist() == [1, 3, 0, None, None, None]
@@ -31,13 +31,23 @@ def test_library_calls_are_classed_by_the_client_services_reply(tmp_path):
     assert got["lag_ms"].to_pylist()[:2] == [0.001, 0.002]
 
 
+def test_library_patterns_name_how_they_ended_a_call(tmp_path):
+    got = table(tmp_path, [
+        "0,0,1000,50000000,200,,0,1,0,,timed_out",              # a library timeout cut the call
+        "1,10000000,10001000,1000000,200,,0,0,,,rejected:bulkhead",
+        "2,20000000,20001000,3000000,200,,0,2,0,,rejected:circuit_breaker",   # a retry ended refused
+        "3,30000000,30001000,1000000,200,,0,1,503,,fallback",   # the fallback answered: not a success
+    ], mesh=False)
+    assert got["cls"].to_pylist() == ["timed_out", "rejected", "rejected", "failed"]
+
+
 def test_mesh_requests_are_classed_by_status_and_the_sidecars_flags(tmp_path):
     got = table(tmp_path, [
-        "0,0,0,1000000,200,-,,,,",
-        "1,1000000000,1000000000,1000000,503,UO,,,,",          # the pool refused it
-        "2,2000000000,2000000000,1000000,504,UT,,,,",          # the route's timeout
-        '3,3000000000,3000000000,1000000,503,"URX,UF",,,,',    # retries exhausted on connection failures
-        "4,4000000000,4000000000,1000000,503,-,,,,",           # the target's (or the fault's) 503
+        "0,0,0,1000000,200,-,,,,,",
+        "1,1000000000,1000000000,1000000,503,UO,,,,,",          # the pool refused it
+        "2,2000000000,2000000000,1000000,504,UT,,,,,",          # the route's timeout
+        '3,3000000000,3000000000,1000000,503,"URX,UF",,,,,',    # retries exhausted on connection failures
+        "4,4000000000,4000000000,1000000,503,-,,,,,",           # the target's (or the fault's) 503
     ], mesh=True, warmup_s=1.5)
     assert got["cls"].to_pylist() == ["success", "circuit_broken", "timed_out", "failed", "failed"]
     assert got["flags"].to_pylist()[3] == "URX,UF"
@@ -54,9 +64,9 @@ SCENARIO = {"id": "0123456789ab", "index": 3, "client": "tenacity.retry", "libra
 def test_a_rounds_row_holds_its_metrics_and_checks_the_proxy_saw_the_calls_requests(tmp_path):
     from rbl.runner.open_loop import open_round_row
     from rbl.store.run_checks import row_problem
-    requests = table(tmp_path, ["0,0,0,5000000,200,,1,1,200,", "1,500000000,500000000,5000000,200,,1,2,200,",
-                                "2,1000000000,1000000000,5000000,200,,0,2,503,",
-                                "3,1500000000,1500000000,1000000,200,,0,0,,"], mesh=False, warmup_s=0.5)
+    requests = table(tmp_path, ["0,0,0,5000000,200,,1,1,200,,", "1,500000000,500000000,5000000,200,,1,2,200,,",
+                                "2,1000000000,1000000000,5000000,200,,0,2,503,,",
+                                "3,1500000000,1500000000,1000000,200,,0,0,,,"], mesh=False, warmup_s=0.5)
     facts = {"startTime": "t0", "endTime": "t1", "capacityRps": None, "warmup": False}
     row = open_round_row(SCENARIO, 1, requests, {"downstream_rq_total": 5}, None, facts, rounds_in_run=1)
     assert row_problem(row, {SCENARIO["id"]: 1}, 1) is None          # a valid row of the run

@@ -8,9 +8,11 @@ one), or straight to a mesh client's sidecar Envoy (the client is plain HTTP; th
 policies). Each request gets one response class:
   success         the call succeeded (library), or a 2xx came back (mesh);
   circuit_broken  the sidecar refused it locally (Envoy flag UO: a connection-pool limit);
-  timed_out       no answer within the load's timeout, or the sidecar's timeout fired (UT);
-  rejected        a library policy refused the call without sending a request (an open breaker);
-  failed          anything else.
+  timed_out       no answer within the load's timeout, the sidecar's timeout fired (UT), or a
+                  library's timeout ended the call;
+  rejected        a library policy refused the call (a breaker, bulkhead or rate limiter: the call
+                  says which, or sent no request);
+  failed          anything else (a call a library's fallback answered included: not a success).
 The round's requests go to RUN_DIR/requests/SCENARIO/round-N.parquet and its metrics
 (store/open_metrics.py) into the round's row of results.jsonl.
 """
@@ -85,7 +87,7 @@ def _stop_with_runner() -> None:
 
 def classify(csv_path: Path, warmup_s: float, mesh: bool) -> pa.Table:
     """The generator's CSV as the per-request table (store/requests.py's REQUEST_SCHEMA)."""
-    text_columns = ("flags", "error", "ok", "requests", "last_status")
+    text_columns = ("flags", "error", "ok", "requests", "last_status", "ending")
     table = pacsv.read_csv(csv_path, convert_options=pacsv.ConvertOptions(
         column_types={name: pa.string() for name in text_columns}, strings_can_be_null=False))
     scheduled_ns = pc.cast(table["scheduled_ns"], pa.float64())
@@ -100,8 +102,9 @@ def classify(csv_path: Path, warmup_s: float, mesh: bool) -> pa.Table:
     errors = table["error"].to_pylist()
     oks = table["ok"].to_pylist()
     requests = [int(r) if r else None for r in table["requests"].to_pylist()]
-    classes = [_response_class(code, flag, error, ok, sent, mesh)
-               for code, flag, error, ok, sent in zip(status, flags, errors, oks, requests)]
+    endings = table["ending"].to_pylist()
+    classes = [_response_class(code, flag, error, ok, sent, mesh, ending)
+               for code, flag, error, ok, sent, ending in zip(status, flags, errors, oks, requests, endings)]
     scheduled_s = pc.divide(scheduled_ns, 1e9)
     return pa.table({
         "seq": table["seq"], "scheduled_s": scheduled_s,
@@ -113,7 +116,8 @@ def classify(csv_path: Path, warmup_s: float, mesh: bool) -> pa.Table:
     })
 
 
-def _response_class(status: int, flags: str, error: str, ok: str, requests: int | None, mesh: bool) -> str:
+def _response_class(status: int, flags: str, error: str, ok: str, requests: int | None, mesh: bool,
+                    ending: str = "") -> str:
     if status == 0:
         return "timed_out" if any(word in error for word in CALL_TIMEOUT_ERRORS) else "failed"
     if mesh:
@@ -126,6 +130,12 @@ def _response_class(status: int, flags: str, error: str, ok: str, requests: int 
         return "failed"               # the client service itself refused or broke the call
     if ok == "1":
         return "success"
+    if ending == "timed_out":
+        return "timed_out"            # the library's timeout ended the call
+    if ending.startswith("rejected:"):
+        return "rejected"             # a breaker, bulkhead or rate limiter refused it
+    if ending == "fallback":
+        return "failed"               # the fallback answered: the target did not succeed
     return "rejected" if requests == 0 else "failed"
 
 

@@ -11,24 +11,36 @@ import (
 )
 
 var csvHeader = []string{"seq", "scheduled_ns", "sent_ns", "latency_ns", "status", "flags", "ok", "requests",
-	"last_status", "error"}
+	"last_status", "error", "ending"}
 
 // callReply is the part of a client service's /call (or /run) reply the records keep.
 type callReply struct {
 	Calls []struct {
 		OK       *bool               `json:"ok"`
 		Requests [][]json.RawMessage `json:"requests"`
+		Rejected string              `json:"rejected"`
+		TimedOut bool                `json:"timed_out"`
+		Fallback bool                `json:"fallback"`
 	} `json:"calls"`
 }
 
-// callFields gives ok, requests and last_status from a reply body; all empty when the body is not a
-// JSON object with a non-empty "calls" array (a sidecar's or a plain server's reply).
-func callFields(body []byte) (ok, requests, lastStatus string) {
+// callFields gives ok, requests, last_status and how a library pattern ended the call ("rejected:KIND",
+// "timed_out", "fallback" or empty) from a reply body; all empty when the body is not a JSON object
+// with a non-empty "calls" array (a sidecar's or a plain server's reply).
+func callFields(body []byte) (ok, requests, lastStatus, ending string) {
 	var reply callReply
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &reply) != nil || len(reply.Calls) == 0 {
-		return "", "", ""
+		return "", "", "", ""
 	}
 	call := reply.Calls[0]
+	switch {
+	case call.Fallback:
+		ending = "fallback"
+	case call.TimedOut:
+		ending = "timed_out"
+	case call.Rejected != "":
+		ending = "rejected:" + errorCleaner.Replace(call.Rejected)
+	}
 	if call.OK != nil {
 		ok = "0"
 		if *call.OK {
@@ -42,7 +54,7 @@ func callFields(body []byte) (ok, requests, lastStatus string) {
 			lastStatus = strconv.FormatInt(*status, 10)
 		}
 	}
-	return ok, requests, lastStatus
+	return ok, requests, lastStatus, ending
 }
 
 // recorder streams one CSV line per result and keeps only the lags (for the summary).
@@ -78,7 +90,7 @@ func (r *recorder) add(res *vegeta.Result) error {
 	if res.Headers != nil {
 		flags = res.Headers.Get(r.flagsHeader)
 	}
-	ok, requests, lastStatus := callFields(res.Body)
+	ok, requests, lastStatus, ending := callFields(res.Body)
 	row := r.row
 	row[0] = strconv.FormatUint(res.Seq, 10)
 	row[1] = strconv.FormatInt(int64(scheduled), 10)
@@ -88,5 +100,6 @@ func (r *recorder) add(res *vegeta.Result) error {
 	row[5] = flags // Envoy joins several flags with commas: csv quotes the field
 	row[6], row[7], row[8] = ok, requests, lastStatus
 	row[9] = strings.TrimSpace(errorCleaner.Replace(res.Error))
+	row[10] = ending
 	return r.out.Write(row)
 }
