@@ -33,6 +33,7 @@ from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
 from .backend import Services
 from . import mesh_oracles
 from .liveness import ServicesLost, probe_target
+from .pattern_oracles import pattern_violations
 from .oracles import (Violation, as_records, fault_rate_violation, request_count_violation,
                       user_violations)
 
@@ -302,7 +303,8 @@ class Executor:
             shared += [count] if count else []
         for row, observation in zip(rows, observations):
             own = (mesh_oracles.call_violations(observation["calls"]) if sidecar is not None
-                   else user_violations(scenario, client.get("share", "user"), observation))
+                   else user_violations(scenario, client.get("share", "user"), observation)
+                   + pattern_violations(scenario, client.get("share", "user"), observation))
             found = own + shared
             row["oracleViolations"] = as_records(found)
 
