@@ -102,8 +102,10 @@ def check_shared_breaker_opened_by_calls(url: str, proxy, profile: Profile, inst
         assert len(requests_of(reply)) == 1 and not reply["calls"][0]["ok"], reply
     before = seen_by_target(proxy)
     rejected = one_call(url, proxy, strategy, vu=3, **shared)
-    assert rejected["calls"][0] == {"ok": False, "requests": []} and rejected["stopped_by"] == "calls", \
+    call = rejected["calls"][0]
+    assert (call["ok"], call["requests"]) == (False, []) and rejected["stopped_by"] == "calls", \
         f"the breaker two /calls opened must reject the next /call without a request: {rejected}"
+    assert call.get("rejected", "circuit_breaker") == "circuit_breaker", f"a breaker's refusal names it: {call}"
     status, run = post(url, "/run", job_for(proxy, strategy, successes=1, max_requests=1, max_duration_ms=200, **shared))
     assert status == 200 and not run["calls"][0]["requests"], "/run and /call share the instance of one key"
     assert seen_by_target(proxy) == before

@@ -63,7 +63,8 @@ PYBREAKER = Profile(
 )
 
 RESILIENCE4J = Profile(
-    "resilience4j", "resilience4j", "resilience4j", ("baseline", "retry", "circuit_breaker"),
+    "resilience4j", "resilience4j", "resilience4j",
+    ("baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "rate_limiter", "fallback"),
     retry_fixed=lambda n, ms: {"maxAttempts": n, "intervalFunction": "FIXED", "waitDuration": ms},
     retry_exponential=lambda n, ms, m: {"maxAttempts": n, "intervalFunction": "EXPONENTIAL_BACKOFF",
                                         "initialIntervalMillis": ms, "multiplier": m},
@@ -80,7 +81,7 @@ RESILIENCE4J = Profile(
 )
 
 COCKATIEL = Profile(
-    "cockatiel", "node", "cockatiel", ("baseline", "retry", "circuit_breaker"),
+    "cockatiel", "node", "cockatiel", ("baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "fallback"),
     # maxAttempts counts retries; CONSTANT waits initialDelay; NO_JITTER doubles (exponent is ignored)
     retry_fixed=lambda n, ms: {"maxAttempts": n - 1, "backoff": "CONSTANT", "initialDelay": ms},
     retry_exponential=lambda n, ms, m: {"maxAttempts": n - 1, "backoff": "EXPONENTIAL", "generator": "NO_JITTER",

@@ -17,7 +17,6 @@ class JobGuard {
     this.deadline = this.started + BigInt(maxDurationMs) * 1000000n;
     this.maxRequests = maxRequests;
     this.sent = sent;                   // () -> requests sent so far (logged calls and the call in progress)
-    this.waitUntil = 0n;                // when the library's current wait really ends
     this.cut = null;
     this.onCut = [];
     this.cutPromise = new Promise((_, reject) => { this.rejectCut = reject; });
@@ -72,24 +71,25 @@ class JobGuard {
     }
   }
 
-  /** The wait a library is about to start (ms): bounded by the job's limits, and remembered so that
-   * settleWait() can top up a timer that fired early. A wait no request can follow ends at once. */
-  plannedWait(ms) {
+  /** The wait a library is about to start (ms) in the call `pending` (the loop's per-call state):
+   * bounded by the job's limits, and remembered there so that settleWait() can top up a timer that
+   * fired early. A wait no request can follow ends at once. */
+  plannedWait(ms, pending) {
     if (this.cut || this.budgetSpent()) return 0;
     const bounded = Math.min(ms, Math.max(0, this.remainingMs()) + 1, TIMER_MAX_MS);
-    this.waitUntil = process.hrtime.bigint() + BigInt(Math.round(bounded * 1e6));
+    pending.waitUntil = process.hrtime.bigint() + BigInt(Math.round(bounded * 1e6));
     return bounded;
   }
 
-  /** Before a request that follows a library's wait: the rest of it, if Node's timer fired early
-   * (its loop clock counts whole milliseconds). */
-  async settleWait() {
+  /** Before a request that follows a library's wait in the call `pending`: the rest of it, if Node's
+   * timer fired early (its loop clock counts whole milliseconds). */
+  async settleWait(pending) {
     for (;;) {
-      const left = Number(this.waitUntil - process.hrtime.bigint()) / 1e6;
-      if (left <= 0 || this.cut) break;
+      const left = Number(pending.waitUntil - process.hrtime.bigint()) / 1e6;
+      if (left <= 0 || this.cut || pending.over) break;
       await new Promise(resolve => (left > 2 ? setTimeout(resolve, left - 1) : setImmediate(resolve)));
     }
-    this.waitUntil = 0n;
+    pending.waitUntil = 0n;
   }
 
   /** The call, ended early by a limit (the library's own pending timers are left to run out). */

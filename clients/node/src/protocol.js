@@ -18,7 +18,10 @@ const MAX_URL_CHARS = MAX_TARGET_PATH_CHARS + 512;   // room for http:// and any
 
 class JobError extends Error {}                 // HTTP 400: malformed, or a job this service cannot run
 
-/** Calls as the protocol reports them; request-less calls are run-length encoded. */
+const ENDING_KEYS = ['rejected', 'timed_out', 'fallback'];   // how a pattern ended a call
+
+/** Calls as the protocol reports them; request-less calls are run-length encoded (only those that
+ * ended alike: the same ok, rejected, timed_out and fallback; their wait_us summed). */
 class CallLog {
   constructor() {
     this.calls = [];
@@ -26,19 +29,24 @@ class CallLog {
     this.requests = 0;
   }
 
-  add(ok, requests, cutShort = false) {
+  /** ending: how a library pattern ended the call ({rejected, wait_us}, {timed_out: true},
+   * {fallback: true}), null when the target's answers decided. */
+  add(ok, requests, cutShort = false, ending = null) {
     this.requests += requests.length;
     if (ok) this.successfulCalls += 1;
+    const end = ending || {};
     if (cutShort) {
-      this.calls.push({ ok, requests, cut_short: true });
+      this.calls.push({ ok, requests, ...end, cut_short: true });
       return;
     }
     const last = this.calls[this.calls.length - 1];
-    if (!requests.length && last && !last.requests.length && last.ok === ok && !last.cut_short) {
+    if (!requests.length && last && !last.requests.length && last.ok === ok && !last.cut_short
+        && ENDING_KEYS.every(key => last[key] === end[key])) {
       last.repeat = (last.repeat || 1) + 1;
+      if (end.wait_us !== undefined) last.wait_us += end.wait_us;
       return;
     }
-    this.calls.push({ ok, requests });
+    this.calls.push({ ok, requests, ...end });
   }
 }
 

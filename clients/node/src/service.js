@@ -5,7 +5,7 @@
 const { PROTOCOL_VERSION, MAX_JOBS, JOB_ROUTES, ONE_CALL_STOP, CallLog, JobError } = require('./protocol');
 const { CutShort, JobGuard } = require('./guard');
 const { Target, callPool } = require('./target');
-const { LIBRARIES, libraryVersion } = require('./strategies');
+const { LIBRARIES, FALLBACK, callEnding, libraryVersion } = require('./strategies');
 
 const SHARED_INSTANCES_KEPT = 256;
 
@@ -65,8 +65,9 @@ class ClientService {
     const gone = () => guard.fire('disconnected');
     connection.on('end', gone);
     connection.on('close', gone);
-    // the innermost call: the rest of a library's wait that Node's timer cut short, then the request
-    let call = () => (guard.waitUntil ? guard.settleWait().then(() => target.send()) : target.send());
+    // the innermost call: the request, which honours the abort signal the innermost policy hands it
+    // (a cockatiel timeout's); a retry tops up its waits itself (strategies.js)
+    let call = context => target.send(context.signal, context.rbl);
     for (const [instance] of [...instances].reverse()) call = instance(guard)(call);   // wrap inside-out
     let stoppedBy;
     try {
@@ -93,19 +94,29 @@ class ClientService {
       if (guard.cut) return guard.cut.reason;
       if (guard.expired()) return 'max_duration';
       target.sent = [];
+      // the call's state, handed down the policies in their context (see strategies.js): `over` once
+      // the loop is done with it, so a policy still running then (after an aggressive timeout) sends
+      // nothing more; `waitUntil` for the retry's waits
+      const pending = { guard, started: process.hrtime.bigint(), waitUntil: 0n, over: false };
       let ok = false;
+      let ending = null;
       try {
-        await guard.race(call());       // a synchronous throw (a limit before any request) lands below too
-        ok = true;
+        // a synchronous throw (a limit before any request) lands below too
+        const value = await guard.race(call({ signal: guard.abort.signal, rbl: pending }));
+        if (value === FALLBACK) ending = { fallback: true };     // not a success of the target
+        else ok = true;
       } catch (error) {
         if (error instanceof CutShort) {
+          pending.over = true;
           target.abort();
           log.add(false, target.sent, true);
           return error.reason;
         }
+        ending = callEnding(error, pending.started);
       }
+      pending.over = true;
       target.abort();                   // a request a library gave up on (opossum's timeout) ends with its call
-      log.add(ok, target.sent);
+      log.add(ok, target.sent, false, ending);
       // a call rejected without a request (open breaker) takes microseconds: let I/O in between
       if (!target.sent.length) await new Promise(resolve => setImmediate(resolve));
     }

@@ -2,6 +2,7 @@
 // One virtual user's keep-alive connection to the target; records every request it sends.
 
 const http = require('http');
+const { TaskCancelledError } = require('cockatiel');
 
 const REQUEST_TIMEOUT_MS = 60000;
 
@@ -31,18 +32,34 @@ class Target {
     this.inFlight = null;
   }
 
-  /** One request; resolves on 2xx, rejects with RequestFailed (or the guard's CutShort). */
-  send() {
+  /** One request of the call `pending` (the loop's per-call state); resolves on 2xx, rejects with
+   * RequestFailed (or the guard's CutShort). `signal` is the abort signal the innermost policy
+   * handed the call (a cockatiel timeout's): aborted, the request ends at once (its socket destroyed,
+   * reported with status 0 and its duration so far) and rejects with cockatiel's TaskCancelledError,
+   * the error cockatiel's own policies raise for a cancelled signal; aborted before it starts, or
+   * once its call is over (a policy still running after an aggressive timeout ended the call), no
+   * request is sent. */
+  send(signal = null, pending = null) {
     this.guard.beforeRequest();
+    if ((signal && signal.aborted) || (pending && pending.over)) {
+      return Promise.reject(new TaskCancelledError('the call was cancelled before its request'));
+    }
     const began = process.hrtime.bigint();
     return new Promise((resolve, reject) => {
-      const record = { settled: false };
+      const record = { settled: false, aborted: false };
+      const onAbort = () => {
+        record.aborted = true;
+        finish(0);
+        request.destroy();
+      };
       const finish = status => {
         if (record.settled) return;
         record.settled = true;
         this.inFlight = null;
+        if (signal) signal.removeEventListener('abort', onAbort);
         this.sent.push([this.guard.sinceStartUs(began), Number((process.hrtime.bigint() - began) / 1000n), status]);
         if (status === 0 && this.guard.cut) reject(this.guard.cut);
+        else if (record.aborted) reject(new TaskCancelledError('the request was aborted by its signal'));
         else if (status >= 200 && status < 300) resolve(status);
         else reject(new RequestFailed(status));
       };
@@ -57,6 +74,7 @@ class Target {
       });
       request.on('timeout', () => request.destroy(new Error('timeout')));
       request.on('error', () => finish(0));
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
       request.end();
       this.inFlight = { request, finish };
     });

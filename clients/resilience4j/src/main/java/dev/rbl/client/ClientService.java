@@ -69,10 +69,11 @@ final class ClientService {
         String stoppedBy;
         long started;
         try (JobGuard guard = new JobGuard(job.maxDurationMs(), job.maxRequests(),
-                () -> log.requests + target[0].sent.size(), callerGone)) {
+                () -> log.requests + target[0].requestCount(), callerGone)) {
             started = guard.startedNs;
             target[0] = new Target(job.target().host(), job.target().port(), job.path(), started, guard,
                     maxCalls == 1 ? calls : null);
+            guard.target = target[0];
             Strategies.Call call = target[0]::send;
             for (int i = decorators.size() - 1; i >= 0; i--) {       // outermost first in the job
                 call = decorators.get(i).wrap(call);
@@ -111,31 +112,39 @@ final class ClientService {
             if (guard.callerGone()) {
                 return "disconnected";
             }
-            target.sent = new ArrayList<>();
+            target.newCall();
+            long callStartedNs = System.nanoTime();
             boolean ok;
+            CallEnding ending;
             try {
-                call.run();
-                ok = true;
+                ending = CallEnding.ofValue(call.run());
+                ok = !ending.fallback();        // a fallback's value is no success of the target
             } catch (CutShort cut) {
-                log.addCutShort(target.sent);
+                log.addCutShort(target.requests());
                 return cut.reason;
             } catch (Error fatal) {
                 throw fatal;
             } catch (Throwable failed) {        // a failed call, whatever the library threw
                 ok = false;
+                ending = CallEnding.ofFailure(failed, callStartedNs);
             }
-            log.add(ok, target.sent);
-            if (target.sent.isEmpty()) {
+            List<long[]> sent = target.requests();
+            log.add(ok, sent, ending);
+            if (sent.isEmpty()) {
                 Thread.yield();                 // rejected without a request (open breaker): let others run
             }
         }
     }
 
-    /** Calls as the protocol reports them; request-less calls in a row are run-length encoded. */
+    /**
+     * Calls as the protocol reports them; request-less calls in a row are run-length encoded when
+     * they ended alike (ok, and the same CallEnding kind; their waits summed).
+     */
     static final class CallLog {
         private final StringBuilder json = new StringBuilder("[");
         private boolean first = true;
         private Boolean pendingOk;          // a run of request-less calls not yet written
+        private CallEnding pendingEnding;
         private long pendingRepeat;
         long successfulCalls;
         long requests;
@@ -158,31 +167,34 @@ final class ClientService {
             return out.append(']').toString();
         }
 
-        void add(boolean ok, List<long[]> sent) {
+        void add(boolean ok, List<long[]> sent, CallEnding ending) {
             calls++;
             requests += sent.size();
             if (ok) {
                 successfulCalls++;
             }
             if (sent.isEmpty()) {
-                if (pendingOk != null && pendingOk == ok) {
+                if (pendingOk != null && pendingOk == ok && pendingEnding.sameKind(ending)) {
                     pendingRepeat++;
+                    pendingEnding = pendingEnding.plusWait(ending);
                     return;
                 }
                 flush();
                 pendingOk = ok;
+                pendingEnding = ending;
                 pendingRepeat = 1;
                 return;
             }
             flush();
-            append("{\"ok\":" + ok + ",\"requests\":" + requestsJson(sent) + "}");
+            append("{\"ok\":" + ok + ",\"requests\":" + requestsJson(sent) + ending.json() + "}");
         }
 
         private void flush() {
             if (pendingOk == null) {
                 return;
             }
-            append("{\"ok\":" + pendingOk + ",\"requests\":[]" + (pendingRepeat > 1 ? ",\"repeat\":" + pendingRepeat : "") + "}");
+            append("{\"ok\":" + pendingOk + ",\"requests\":[]" + pendingEnding.json()
+                    + (pendingRepeat > 1 ? ",\"repeat\":" + pendingRepeat : "") + "}");
             pendingOk = null;
         }
 

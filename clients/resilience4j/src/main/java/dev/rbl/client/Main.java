@@ -100,6 +100,9 @@ public final class Main {
             "[{\"pattern\":\"retry\",\"params\":{\"maxAttempts\":2,\"intervalFunction\":\"FIXED\","
                     + "\"waitDuration\":1}}]",
             "[{\"pattern\":\"circuit_breaker\",\"params\":{\"slidingWindowSize\":10,\"minimumNumberOfCalls\":10}}]",
+            "[{\"pattern\":\"fallback\"},{\"pattern\":\"timeout\",\"params\":{\"timeoutDuration\":1000}},"
+                    + "{\"pattern\":\"bulkhead\",\"params\":{\"maxWaitDuration\":10}},"
+                    + "{\"pattern\":\"rate_limiter\",\"params\":{\"limitForPeriod\":1000}}]",
         };
         String authority = host.contains(":") ? "[" + host + "]" : host;
         for (int round = 0; round < 2; round++) {

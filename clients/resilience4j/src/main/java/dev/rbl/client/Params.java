@@ -56,6 +56,16 @@ final class Params {
         return value;
     }
 
+    /** A duration in nanoseconds, at most MAX_PARAMETER ms. */
+    long nanos(String name, long fallback) {
+        long value = integer(name, fallback);
+        if (value > MAX_PARAMETER * 1e6) {
+            throw new JobError(pattern + " `" + name + "` must be at most " + (long) (MAX_PARAMETER * 1e6) + " ns, got "
+                    + value);
+        }
+        return value;
+    }
+
     Long optionalInteger(String name) {
         return values.get(name) == null ? null : millis(name, 0);
     }
@@ -103,7 +113,7 @@ final class Params {
         for (String name : values.keySet()) {
             if (!read.contains(name)) {
                 throw new JobError("resilience4j " + pattern + " has no parameter `" + name + "`; it has "
-                        + String.join(", ", read));
+                        + (read.isEmpty() ? "none" : String.join(", ", read)));
             }
         }
     }

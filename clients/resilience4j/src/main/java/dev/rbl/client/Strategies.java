@@ -1,33 +1,56 @@
 package dev.rbl.client;
 
+import io.github.resilience4j.bulkhead.Bulkhead;
+import io.github.resilience4j.bulkhead.BulkheadConfig;
 import io.github.resilience4j.circuitbreaker.CircuitBreaker;
 import io.github.resilience4j.circuitbreaker.CircuitBreakerConfig;
 import io.github.resilience4j.circuitbreaker.CircuitBreakerConfig.SlidingWindowType;
 import io.github.resilience4j.core.IntervalFunction;
+import io.github.resilience4j.core.exception.AcquirePermissionCancelledException;
+import io.github.resilience4j.decorators.Decorators;
+import io.github.resilience4j.ratelimiter.RateLimiter;
+import io.github.resilience4j.ratelimiter.RateLimiterConfig;
+import io.github.resilience4j.ratelimiter.RequestNotPermitted;
 import io.github.resilience4j.retry.Retry;
 import io.github.resilience4j.retry.RetryConfig;
+import io.github.resilience4j.timelimiter.TimeLimiter;
+import io.github.resilience4j.timelimiter.TimeLimiterConfig;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 
 /**
  * The patterns this client offers, each spec parameter mapped to its Resilience4j builder call
  * (docs/library-semantics.md section 1). Parameter names and units are the
- * catalogue's (rbl/libraries/prelude.rbl): durations arrive as integer milliseconds, rates as
- * percentages.
+ * catalogue's (rbl/libraries/prelude.rbl): durations arrive as integer milliseconds (the rate
+ * limiter's limitRefreshPeriod as nanoseconds), rates as percentages.
  */
 final class Strategies {
-    /** A call to the target through zero or more patterns; throws when the call failed. */
+    /**
+     * A call to the target through zero or more patterns; throws when the call failed. Returns null
+     * (the target answered), or FALLBACK when a fallback replaced a failure, which the patterns
+     * around it pass on as the call's value.
+     */
     interface Call {
-        void run() throws Throwable;   // Resilience4j's checked decorators throw Throwable
+        Object run() throws Throwable;   // Resilience4j's checked decorators throw Throwable
     }
+
+    /** The fallback pattern's value: the call failed, and the fallback answered instead. */
+    static final Object FALLBACK = new Object() {
+        @Override
+        public String toString() {
+            return "fallback";
+        }
+    };
 
     /** Wraps a call in one pattern instance. */
     interface Decorator {
         Call wrap(Call inner);
     }
 
-    static final List<String> PATTERNS = List.of("baseline", "retry", "circuit_breaker");
+    static final List<String> PATTERNS = List.of("baseline", "retry", "circuit_breaker", "timeout", "bulkhead",
+            "rate_limiter", "fallback");
 
     private Strategies() {
     }
@@ -40,6 +63,10 @@ final class Strategies {
                 case "baseline" -> inner -> inner;
                 case "retry" -> retry(params);
                 case "circuit_breaker" -> circuitBreaker(params);
+                case "timeout" -> timeout(params);
+                case "bulkhead" -> bulkhead(params);
+                case "rate_limiter" -> rateLimiter(params);
+                case "fallback" -> fallback(params);
                 default -> throw new JobError("resilience4j has no pattern `" + Job.shown(pattern) + "`; it has "
                         + String.join(", ", PATTERNS));
             };
@@ -80,10 +107,7 @@ final class Strategies {
                 .ignoreExceptions(CutShort.class)
                 .failAfterMaxAttempts(failAfterMaxAttempts)
                 .build());
-        return inner -> () -> retry.executeCheckedSupplier(() -> {
-            inner.run();
-            return null;
-        });
+        return inner -> () -> retry.executeCheckedSupplier(inner::run);
     }
 
     /**
@@ -137,9 +161,118 @@ final class Strategies {
             throw new JobError("circuit_breaker: " + e.getMessage());
         }
         CircuitBreaker breaker = CircuitBreaker.of("rbl", config);
-        return inner -> () -> breaker.executeCheckedSupplier(() -> {
-            inner.run();
-            return null;
-        });
+        return inner -> () -> breaker.executeCheckedSupplier(inner::run);
+    }
+
+    /**
+     * TimeLimiter.executeFutureSupplier over the inner call started on a worker (TimedCall): it waits
+     * timeoutDuration for it, then cancels it (cancelRunningFuture, always) and throws a
+     * TimeoutException. TimedCall's cancel stops the request in flight.
+     */
+    static Decorator timeout(Params p) {
+        long timeoutDuration = p.millis("timeoutDuration", 1000);
+        if (timeoutDuration < 1) {
+            throw new JobError("timeout `timeoutDuration` must be >= 1 ms, got " + timeoutDuration);
+        }
+        TimeLimiter limiter = TimeLimiter.of("rbl", TimeLimiterConfig.custom()
+                .timeoutDuration(Duration.ofMillis(timeoutDuration))
+                .cancelRunningFuture(true)
+                .build());
+        return inner -> () -> limiter.executeFutureSupplier(() -> TimedCall.start(inner));
+    }
+
+    /**
+     * The semaphore Bulkhead's own decorator (Bulkhead.executeCheckedSupplier). Its wait for a permit
+     * (Semaphore.tryAcquire(maxWaitDuration)) ends early only on an interrupt: a watch of the job's
+     * limits interrupts it, and the call is then cut short rather than refused.
+     */
+    static Decorator bulkhead(Params p) {
+        long maxWaitDuration = p.millis("maxWaitDuration", 0);
+        Bulkhead bulkhead = Bulkhead.of("rbl", BulkheadConfig.custom()
+                .maxConcurrentCalls(p.count("maxConcurrentCalls", 25))
+                .maxWaitDuration(Duration.ofMillis(maxWaitDuration))
+                .fairCallHandlingStrategyEnabled(p.bool("fairCallHandling", true))
+                .build());
+        if (maxWaitDuration == 0) {
+            return inner -> () -> bulkhead.executeCheckedSupplier(inner::run);   // tryAcquire(0) never blocks
+        }
+        return inner -> () -> {
+            JobGuard.Watch watch = guard().watch();
+            try {
+                return bulkhead.executeCheckedSupplier(() -> {
+                    watch.stop();               // the permit is held: the call itself is not watched
+                    return inner.run();
+                });
+            } catch (AcquirePermissionCancelledException e) {
+                String limit = watch.stop();
+                throw limit == null ? e : new CutShort(limit);   // not ours: a timeout's cancellation
+            } finally {
+                watch.stop();
+            }
+        };
+    }
+
+    /**
+     * RateLimiter.decorateCheckedSupplier's steps (waitForPermission, then onResult or onError), the
+     * wait done by the job's guard, which ends it at the job's limits: reservePermission() is the
+     * same AtomicRateLimiter arithmetic as the blocking acquirePermission(), returning the nanoseconds
+     * to wait (or -1: no permit within timeoutDuration) instead of parking the thread.
+     */
+    static Decorator rateLimiter(Params p) {
+        long timeoutDuration = p.millis("timeoutDuration", 5000);
+        RateLimiter limiter = RateLimiter.of("rbl", RateLimiterConfig.custom()
+                .limitForPeriod(p.count("limitForPeriod", 50))
+                .limitRefreshPeriod(Duration.ofNanos(p.nanos("limitRefreshPeriod", 500)))
+                .timeoutDuration(Duration.ofMillis(timeoutDuration))
+                .build());
+        long timeoutNs = timeoutDuration * 1_000_000L;
+        return inner -> () -> {
+            waitForPermission(limiter, timeoutNs);
+            try {
+                Object result = inner.run();
+                limiter.onResult(result);
+                return result;
+            } catch (Exception e) {
+                limiter.onError(e);
+                throw e;
+            }
+        };
+    }
+
+    /**
+     * RateLimiter.waitForPermission with the guard's wait. A call refused waits the whole
+     * timeoutDuration first, as AtomicRateLimiter.waitForPermissionIfNecessary does.
+     */
+    static void waitForPermission(RateLimiter limiter, long timeoutNs) {
+        long wait = limiter.reservePermission();
+        if (wait == 0) {
+            return;
+        }
+        guard().sleepNanos(wait < 0 ? timeoutNs : wait);
+        if (wait < 0) {
+            throw RequestNotPermitted.createRequestNotPermitted(limiter);
+        }
+    }
+
+    /** Decorators.withFallback: whatever the inner call throws, the handler's value is returned instead. */
+    static Decorator fallback(Params p) {
+        return inner -> () -> Decorators.ofCheckedSupplier(inner::run)
+                .withFallback(Strategies::fallbackValue)
+                .get();
+    }
+
+    /**
+     * The fallback handler. The job's own end (CutShort: its deadline, request budget or caller) is
+     * no failure of the call and goes through, as a JVM Error does.
+     */
+    static Object fallbackValue(Throwable failure) throws Throwable {
+        if (failure instanceof CutShort || failure instanceof Error) {
+            throw failure;
+        }
+        return FALLBACK;
+    }
+
+    private static JobGuard guard() {
+        return Objects.requireNonNull(JobGuard.current(), "a pattern's wait outside a job");
     }
 }

@@ -31,17 +31,45 @@ final class Target {
 
     private static final int TIMEOUT_MS = 60_000;
 
+    /** A keep-alive connection to the target; a timeout on another thread may close it. */
+    private static final class Connection {
+        final Socket socket;
+        InputStream in;
+        OutputStream out;
+        boolean reused;                 // from the pool, and it has not answered yet
+
+        Connection(Socket socket, InputStream in, OutputStream out, boolean reused) {
+            this.socket = socket;
+            this.in = in;
+            this.out = out;
+            this.reused = reused;
+        }
+    }
+
+    /** A request being sent, which a timeout may interrupt (interruptRequest). */
+    private static final class Request {
+        final long beginNs;
+        Connection connection;          // guarded by the Target's lock: a stale pooled one is replaced
+        boolean interrupted;            // guarded by the Target's lock: recorded by interruptRequest
+
+        Request(long beginNs, Connection connection) {
+            this.beginNs = beginNs;
+            this.connection = connection;
+        }
+    }
+
     private final String host;
     private final int port;
     private final byte[] request;
     private final long startedNs;
     private final JobGuard guard;           // null for the warm-up
     private final TargetConnections pool;   // a /call's: the service's; null: a connection of its own
-    private Socket socket;
-    private InputStream in;
-    private OutputStream out;
-    private boolean reused;                 // the connection came from the pool and has not answered yet
-    List<long[]> sent = new ArrayList<>();
+    // The job's thread and a timeout's workers share these: requests of a call never run at once,
+    // but a timeout interrupts a request from another thread than the one sending it.
+    private final Object lock = new Object();
+    private Connection connection;          // guarded by lock
+    private Request inFlight;               // guarded by lock
+    private List<long[]> sent = new ArrayList<>();   // the call's requests, guarded by lock
 
     Target(String host, int port, String path, long startedNs, JobGuard guard) {
         this(host, port, path, startedNs, guard, null);
@@ -51,10 +79,7 @@ final class Target {
         this.pool = pool;
         TargetConnections.Idle idle = pool == null ? null : pool.take();
         if (idle != null) {
-            socket = idle.socket();
-            in = idle.in();
-            out = idle.out();
-            reused = true;
+            connection = new Connection(idle.socket(), idle.in(), idle.out(), true);
         }
         this.host = host;
         this.port = port;
@@ -81,46 +106,141 @@ final class Target {
         target.close();
     }
 
-    void send() throws RequestFailed {
+    /** A new call begins: its requests are recorded from here. */
+    void newCall() {
+        synchronized (lock) {
+            sent = new ArrayList<>();
+        }
+    }
+
+    /** The call's requests so far, [start_us, duration_us, status] each. */
+    List<long[]> requests() {
+        synchronized (lock) {
+            return new ArrayList<>(sent);
+        }
+    }
+
+    int requestCount() {
+        synchronized (lock) {
+            return sent.size();
+        }
+    }
+
+    /** One request; returns null (the call's value) on a 2xx, else throws. */
+    Object send() throws RequestFailed {
         int timeout = TIMEOUT_MS;
         if (guard != null) {
             guard.beforeRequest();
             // a request may take no longer than the job has left (plus a little, so it is seen to end)
             timeout = (int) Math.min(TIMEOUT_MS, guard.remainingMs() + 10);
         }
-        long begin = System.nanoTime();
+        Request request = begin();
         int status;
         try {
-            status = exchange(timeout);
+            status = exchange(request.connection, timeout);
         } catch (StaleConnection e) {
             // a pooled connection the target had closed while it was idle: the request never reached
             // it, so it goes again on a new connection (as Go's and Node's HTTP clients do)
-            close();
-            try {
-                status = exchange(timeout);
-            } catch (IOException | RuntimeException again) {
-                close();
-                status = 0;
-            }
+            status = again(request, timeout);
         } catch (IOException | RuntimeException e) {
-            close();
+            drop(request.connection);
             status = 0;
         }
-        long end = System.nanoTime();
-        sent.add(new long[] {(begin - startedNs) / 1000, (end - begin) / 1000, status});
+        if (!finish(request, status)) {
+            status = 0;                         // a timeout interrupted it, and recorded it so
+        }
         if (status == 0 && guard != null && guard.expired()) {
             throw new CutShort("max_duration");
         }
         if (status < 200 || status >= 300) {
             throw new RequestFailed(status);
         }
+        return null;
+    }
+
+    /** Registers the request in flight on the job's connection (unconnected if new, so a timeout can close it). */
+    private Request begin() {
+        synchronized (lock) {
+            if (TimedCall.abandoned()) {        // its timeout already ended the call: no request may follow
+                throw new CutShort("abandoned");
+            }
+            inFlight = new Request(System.nanoTime(), connectionHeld());
+            return inFlight;
+        }
+    }
+
+    /** The request again on a new connection, unless a timeout interrupted it meanwhile. */
+    private int again(Request request, int timeout) {
+        Connection fresh;
+        synchronized (lock) {
+            drop(request.connection);
+            if (request.interrupted) {
+                return 0;
+            }
+            fresh = connectionHeld();
+            request.connection = fresh;
+        }
+        try {
+            return exchange(fresh, timeout);
+        } catch (IOException | RuntimeException again) {
+            drop(fresh);
+            return 0;
+        }
+    }
+
+    /** Records the request that ended; false when a timeout had interrupted (and recorded) it. */
+    private boolean finish(Request request, int status) {
+        long end = System.nanoTime();
+        synchronized (lock) {
+            if (request.interrupted) {
+                return false;
+            }
+            sent.add(new long[] {(request.beginNs - startedNs) / 1000, (end - request.beginNs) / 1000, status});
+            inFlight = null;
+            return true;
+        }
+    }
+
+    /**
+     * A timeout cancelled the call (from another thread): its request in flight, if any, is recorded
+     * now with status 0, and its connection closed, which ends the blocked read or connect at once.
+     */
+    void interruptRequest() {
+        synchronized (lock) {
+            if (inFlight == null) {
+                return;
+            }
+            long end = System.nanoTime();
+            sent.add(new long[] {(inFlight.beginNs - startedNs) / 1000, (end - inFlight.beginNs) / 1000, 0});
+            inFlight.interrupted = true;
+            drop(inFlight.connection);
+            inFlight = null;
+        }
+    }
+
+    /** The job's connection, a new unconnected one if it has none. Call holding lock. */
+    private Connection connectionHeld() {
+        if (connection == null) {
+            Socket socket = new Socket();
+            try {
+                socket.setTcpNoDelay(true);
+            } catch (IOException ignored) {
+                // only a latency option; the connect reports a real problem
+            }
+            connection = new Connection(socket, null, null, false);
+        }
+        return connection;
     }
 
     /** The job is over: its connection closes, or, a /call's and open, goes back to the pool. */
     void release() {
-        if (pool != null && socket != null && !socket.isClosed()) {
-            pool.give(socket, in, out);
-            socket = null;
+        synchronized (lock) {
+            Connection open = connection;
+            if (pool != null && open != null && inFlight == null && open.socket.isConnected()
+                    && !open.socket.isClosed()) {
+                pool.give(open.socket, open.in, open.out);
+                connection = null;
+            }
         }
         close();
     }
@@ -133,31 +253,37 @@ final class Target {
     }
 
     void close() {
-        reused = false;
-        if (socket != null) {
-            try {
-                socket.close();
-            } catch (IOException ignored) {
-                // closing a broken connection: nothing left to do
+        synchronized (lock) {
+            if (connection != null) {
+                drop(connection);
             }
-            socket = null;
         }
     }
 
-    private int exchange(int timeout) throws IOException {
-        if (socket == null) {
-            socket = new Socket();
-            socket.setTcpNoDelay(true);
+    /** Closes `closing`, and forgets it if it is still the job's connection. */
+    private void drop(Connection closing) {
+        synchronized (lock) {
+            TargetConnections.close(closing.socket);
+            if (connection == closing) {
+                connection = null;
+            }
+        }
+    }
+
+    private int exchange(Connection c, int timeout) throws IOException {
+        Socket socket = c.socket;
+        if (!socket.isConnected()) {
             socket.connect(new InetSocketAddress(host, port), timeout);
-            in = new BufferedInputStream(socket.getInputStream(), 16 * 1024);
-            out = new BufferedOutputStream(socket.getOutputStream(), 1024);
+            c.in = new BufferedInputStream(socket.getInputStream(), 16 * 1024);
+            c.out = new BufferedOutputStream(socket.getOutputStream(), 1024);
         }
         socket.setSoTimeout(timeout);
-        boolean stale = reused;
-        reused = false;
+        InputStream in = c.in;
+        boolean stale = c.reused;
+        c.reused = false;
         try {
-            out.write(request);
-            out.flush();
+            c.out.write(request);
+            c.out.flush();
             in.mark(1);
             if (in.read() == -1) {
                 throw new IOException("connection closed before the response");
@@ -171,7 +297,7 @@ final class Target {
             }
             throw e;
         }
-        String statusLine = line();
+        String statusLine = line(in);
         if (!statusLine.startsWith("HTTP/1.")) {
             throw new IOException("not an HTTP response: " + statusLine);
         }
@@ -179,7 +305,7 @@ final class Target {
         long length = -1;
         boolean chunked = false;
         boolean close = statusLine.startsWith("HTTP/1.0");
-        for (String header = line(); !header.isEmpty(); header = line()) {
+        for (String header = line(in); !header.isEmpty(); header = line(in)) {
             int colon = header.indexOf(':');
             if (colon < 0) {
                 continue;
@@ -194,27 +320,27 @@ final class Target {
             }
         }
         if (chunked) {
-            for (long size = Long.parseLong(line().split(";")[0].trim(), 16); size > 0;
-                 size = Long.parseLong(line().split(";")[0].trim(), 16)) {
-                skip(size);
-                line();
+            for (long size = Long.parseLong(line(in).split(";")[0].trim(), 16); size > 0;
+                 size = Long.parseLong(line(in).split(";")[0].trim(), 16)) {
+                skip(in, size);
+                line(in);
             }
-            while (!line().isEmpty()) {
+            while (!line(in).isEmpty()) {
                 // trailers
             }
         } else if (length >= 0) {
-            skip(length);
+            skip(in, length);
         } else {
             in.transferTo(OutputStream.nullOutputStream());     // body ends when the server closes
             close = true;
         }
         if (close) {
-            close();
+            drop(c);
         }
         return status;
     }
 
-    private String line() throws IOException {
+    private static String line(InputStream in) throws IOException {
         StringBuilder text = new StringBuilder(64);
         for (int c = in.read(); c != '\n'; c = in.read()) {
             if (c == -1) {
@@ -227,7 +353,7 @@ final class Target {
         return text.toString();
     }
 
-    private void skip(long count) throws IOException {
+    private static void skip(InputStream in, long count) throws IOException {
         long left = count;
         while (left > 0) {
             long skipped = in.skip(left);
