@@ -103,7 +103,8 @@ OPOSSUM = Profile(
 )
 
 FAILSAFE = Profile(
-    "failsafe", "go", "failsafe", ("baseline", "retry", "circuit_breaker"),
+    "failsafe", "go", "failsafe",
+    ("baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "rate_limiter", "hedge", "fallback"),
     retry_fixed=lambda n, ms: {"maxAttempts": n, "delay": ms},
     # WithBackoffFactor(delay, maxDelay, factor): delay * factor^(k-1), capped at maxDelay
     retry_exponential=lambda n, ms, m: {"maxAttempts": n, "delay": ms, "maxDelay": 60_000, "delayFactor": m},

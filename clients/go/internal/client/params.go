@@ -46,6 +46,15 @@ func (p *params) has(name string) bool {
 	return ok
 }
 
+// require refuses a job without the named parameters (the catalogue gives them no default).
+func (p *params) require(names ...string) {
+	for _, name := range names {
+		if !p.has(name) {
+			p.fail("`%s` is required", name)
+		}
+	}
+}
+
 func (p *params) fail(format string, args ...any) {
 	if p.err == nil {
 		p.err = jobError(format, args...)

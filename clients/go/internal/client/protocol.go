@@ -2,7 +2,10 @@
 // over failsafe-go, sony/gobreaker v2 and cenkalti/backoff v5.
 package client
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // Limits every client service applies (clients/protocol.py).
 const (
@@ -53,12 +56,57 @@ func isRequestFailed(err error) bool {
 	return errors.As(err, &failed)
 }
 
+// isCutShort: the call was ended by the job's limits, which say nothing about the target. Inside a
+// failsafe-go execution that is a CutShort from the target, or the bare context.Canceled failsafe-go
+// returns for an execution whose context was cancelled without a policy's result (only the job's
+// context is cancelled that way: a Timeout cancels with ErrExceeded, a HedgePolicy with the winner's
+// result, and a request a policy interrupts fails with errInterrupted).
+func isCutShort(err error) bool {
+	var cut *CutShort
+	return errors.As(err, &cut) || errors.Is(err, context.Canceled)
+}
+
+// handled is what the failsafe-go policies handle as a failure: failsafe-go's default (any error)
+// but a call cut short by the job's limits (not retried, not replaced by a fallback).
+func handled(_ any, err error) bool { return err != nil && !isCutShort(err) }
+
+// errInterrupted: a policy (a Timeout, or a HedgePolicy whose other attempt won) cancelled this
+// attempt's context; its request, if one was in flight, is reported with status 0.
+var errInterrupted = errors.New("request interrupted by a policy")
+
+// Ending is how a library pattern, not the target's answers, ended a call (clients/protocol.py, "How a
+// failed call ended"); the zero Ending when the target's answers decided.
+type Ending struct {
+	Rejected string // "circuit_breaker", "bulkhead" or "rate_limiter": the call's final failure was that refusal
+	WaitUs   int64  // with Rejected: microseconds from the call's start to the refusal
+	TimedOut bool   // the call's final failure was a library timeout
+	Fallback bool   // the library returned its fallback instead of the failure
+}
+
 // Call is one call as the protocol reports it.
 type Call struct {
 	OK       bool       `json:"ok"`
 	Requests [][3]int64 `json:"requests"`
+	Rejected string     `json:"rejected,omitempty"`
+	WaitUs   *int64     `json:"wait_us,omitempty"` // present exactly when Rejected is
+	TimedOut bool       `json:"timed_out,omitempty"`
+	Fallback bool       `json:"fallback,omitempty"`
 	Repeat   int        `json:"repeat,omitempty"`
 	CutShort bool       `json:"cut_short,omitempty"`
+}
+
+func (c *Call) sameEnding(e Ending) bool {
+	return c.Rejected == e.Rejected && c.TimedOut == e.TimedOut && c.Fallback == e.Fallback
+}
+
+func newCall(ok bool, requests [][3]int64, ending Ending, cutShort bool) *Call {
+	call := &Call{OK: ok, Requests: requests, Rejected: ending.Rejected, TimedOut: ending.TimedOut,
+		Fallback: ending.Fallback, CutShort: cutShort}
+	if ending.Rejected != "" {
+		wait := ending.WaitUs
+		call.WaitUs = &wait
+	}
+	return call
 }
 
 // CallLog collects calls, run-length encoding consecutive identical request-less calls.
@@ -68,7 +116,9 @@ type CallLog struct {
 	Requests        int
 }
 
-func (l *CallLog) Add(ok bool, requests [][3]int64, cutShort bool) {
+// Add logs a call (CallLog.add in clients/protocol.py): request-less calls merge into the one before
+// when ok and the ending are equal and neither was cut short; their waits add up.
+func (l *CallLog) Add(ok bool, requests [][3]int64, cutShort bool, ending Ending) {
 	l.Requests += len(requests)
 	if ok {
 		l.SuccessfulCalls++
@@ -77,18 +127,21 @@ func (l *CallLog) Add(ok bool, requests [][3]int64, cutShort bool) {
 		requests = [][3]int64{}
 	}
 	if cutShort {
-		l.Calls = append(l.Calls, &Call{OK: ok, Requests: requests, CutShort: true})
+		l.Calls = append(l.Calls, newCall(ok, requests, ending, true))
 		return
 	}
 	if n := len(l.Calls); n > 0 && len(requests) == 0 {
 		last := l.Calls[n-1]
-		if len(last.Requests) == 0 && last.OK == ok && !last.CutShort {
+		if len(last.Requests) == 0 && last.OK == ok && !last.CutShort && last.sameEnding(ending) {
 			if last.Repeat == 0 {
 				last.Repeat = 1
 			}
 			last.Repeat++
+			if last.WaitUs != nil {
+				*last.WaitUs += ending.WaitUs
+			}
 			return
 		}
 	}
-	l.Calls = append(l.Calls, &Call{OK: ok, Requests: requests})
+	l.Calls = append(l.Calls, newCall(ok, requests, ending, false))
 }

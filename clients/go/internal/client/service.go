@@ -9,16 +9,53 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/failsafe-go/failsafe-go"
 )
 
-// A pattern turns "send one request" into "one call through the library".
-type Operation func(ctx context.Context) error
+// A pattern turns "send one request" into "one call through the library". The result is the
+// library's (a fallback's value, say); ctx is the attempt's: cancelling it stops its request.
+type Operation func(ctx context.Context) (any, error)
 
-// Wrapper is a built pattern instance: it wraps the next operation inward.
+// Wrapper wraps the next operation inward.
 type Wrapper func(next Operation) Operation
 
+// Instance is a built pattern instance: a Wrapper of its own (gobreaker, backoff), or a failsafe-go
+// policy, run with its neighbouring policies as one failsafe.With(outer, ..., inner) execution, as an
+// application composes them; neither for baseline.
+type Instance struct {
+	Wrap   Wrapper
+	Policy failsafe.Policy[any]
+	Hedges bool // the policy runs attempts of one call at once (a HedgePolicy)
+}
+
 // Builder builds a pattern instance from library-native parameters (a JobError when they are wrong).
-type Builder func(params map[string]any) (Wrapper, error)
+type Builder func(params map[string]any) (*Instance, error)
+
+// compose wraps send in the instances, outermost first; consecutive failsafe-go policies (with any
+// baseline among them) become one failsafe.With(...).
+func compose(instances []*Instance, send Operation) Operation {
+	call := send
+	for i := len(instances) - 1; i >= 0; {
+		if instances[i].Policy == nil {
+			if instances[i].Wrap != nil {
+				call = instances[i].Wrap(call)
+			}
+			i--
+			continue
+		}
+		var policies []failsafe.Policy[any]
+		hedged := false
+		for ; i >= 0 && instances[i].Wrap == nil; i-- {
+			if instances[i].Policy != nil {
+				policies = append([]failsafe.Policy[any]{instances[i].Policy}, policies...)
+				hedged = hedged || instances[i].Hedges
+			}
+		}
+		call = failsafeCall(policies, hedged, call)
+	}
+	return call
+}
 
 // Service runs jobs for one library.
 type Service struct {
@@ -36,8 +73,8 @@ type Service struct {
 }
 
 type sharedEntry struct {
-	key     string
-	wrapper Wrapper
+	key      string
+	instance *Instance
 }
 
 func NewService(library string, host string, port int) (*Service, error) {
@@ -54,7 +91,7 @@ func (s *Service) Health() map[string]any {
 		"endpoints": jobRoutes}
 }
 
-func (s *Service) wrapper(job *Job, position int) (Wrapper, error) {
+func (s *Service) instance(job *Job, position int) (*Instance, error) {
 	step := job.Strategy[position]
 	build, ok := s.Patterns[step.Pattern]
 	if !ok {
@@ -70,31 +107,31 @@ func (s *Service) wrapper(job *Job, position int) (Wrapper, error) {
 	defer s.mu.Unlock()
 	if element, ok := s.shared[key]; ok {
 		s.lru.MoveToFront(element)
-		return element.Value.(*sharedEntry).wrapper, nil
+		return element.Value.(*sharedEntry).instance, nil
 	}
-	wrapper, err := build(step.Params)
+	instance, err := build(step.Params)
 	if err != nil {
 		return nil, err
 	}
-	s.shared[key] = s.lru.PushFront(&sharedEntry{key, wrapper})
+	s.shared[key] = s.lru.PushFront(&sharedEntry{key, instance})
 	if s.lru.Len() > sharedInstancesKept {
 		oldest := s.lru.Back()
 		s.lru.Remove(oldest)
 		delete(s.shared, oldest.Value.(*sharedEntry).key)
 	}
-	return wrapper, nil
+	return instance, nil
 }
 
 // Run runs one job; gone is closed when its caller leaves. A JobError when its strategy is wrong.
 // maxCalls 0 is a /run job (the paper's loop); 1 is a /call: the same loop, ended after one call.
 func (s *Service) Run(job *Job, gone <-chan struct{}, maxCalls int) (map[string]any, error) {
-	wrappers := make([]Wrapper, len(job.Strategy))
+	instances := make([]*Instance, len(job.Strategy))
 	for i := range job.Strategy {
-		w, err := s.wrapper(job, i)
+		instance, err := s.instance(job, i)
 		if err != nil {
 			return nil, err
 		}
-		wrappers[i] = w
+		instances[i] = instance
 	}
 	started := time.Now()
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -120,13 +157,10 @@ func (s *Service) Run(job *Job, gone <-chan struct{}, maxCalls int) (map[string]
 		return nil, err
 	}
 	defer target.Close()
-	call := Operation(func(context.Context) error { return target.Send() })
-	for i := len(wrappers) - 1; i >= 0; i-- { // outermost first in the job: wrap inside-out
-		call = wrappers[i](call)
-	}
+	call := compose(instances, func(ctx context.Context) (any, error) { return nil, target.Send(ctx) })
 	stoppedBy := loop(ctx, job, call, target, log, maxCalls)
 	if maxCalls == 1 && len(log.Calls) == 0 { // the deadline or the caller went before the call began
-		log.Add(false, nil, true)
+		log.Add(false, nil, true, Ending{})
 	}
 	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "vu": job.VU,
 		"total_us": time.Since(started).Microseconds(), "stopped_by": stoppedBy, "calls": log.Calls}, nil
@@ -145,17 +179,19 @@ func loop(ctx context.Context, job *Job, call Operation, target *Target, log *Ca
 		case ctx.Err() != nil:
 			return cause(ctx).(*CutShort).Reason
 		}
-		err := call(ctx)
+		began := time.Now()
+		result, err := call(ctx)
 		requests := target.takeCall()
 		var cut *CutShort
 		if errors.As(err, &cut) || (err != nil && ctx.Err() != nil) {
 			if cut == nil {
 				cut = cause(ctx).(*CutShort)
 			}
-			log.Add(false, requests, true)
+			log.Add(false, requests, true, Ending{})
 			return cut.Reason
 		}
-		log.Add(err == nil, requests, false)
+		ok, ending := endingOf(result, err, began)
+		log.Add(ok, requests, false, ending)
 		if len(requests) == 0 {
 			runtime.Gosched() // a call rejected without a request (open breaker) takes microseconds
 		}

@@ -9,12 +9,18 @@ import (
 	"errors"
 	"math"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
+	"github.com/failsafe-go/failsafe-go/fallback"
+	"github.com/failsafe-go/failsafe-go/hedgepolicy"
+	"github.com/failsafe-go/failsafe-go/ratelimiter"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
+	"github.com/failsafe-go/failsafe-go/timeout"
 	"github.com/sony/gobreaker/v2"
 )
 
@@ -27,8 +33,10 @@ type library struct {
 // Libraries is what this service can run: --library NAME.
 var Libraries = map[string]library{
 	"failsafe": {"github.com/failsafe-go/failsafe-go",
-		map[string]Builder{"baseline": baseline, "retry": failsafeRetry, "circuit_breaker": failsafeBreaker},
-		[]string{"baseline", "retry", "circuit_breaker"}},
+		map[string]Builder{"baseline": baseline, "retry": failsafeRetry, "circuit_breaker": failsafeBreaker,
+			"timeout": failsafeTimeout, "bulkhead": failsafeBulkhead, "rate_limiter": failsafeRateLimiter,
+			"hedge": failsafeHedge, "fallback": failsafeFallback},
+		[]string{"baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "rate_limiter", "hedge", "fallback"}},
 	"gobreaker": {"github.com/sony/gobreaker/v2",
 		map[string]Builder{"baseline": baseline, "circuit_breaker": gobreakerBreaker},
 		[]string{"baseline", "circuit_breaker"}},
@@ -48,19 +56,144 @@ func moduleVersion(module string) string {
 	return "unknown"
 }
 
-func baseline(values map[string]any) (Wrapper, error) {
+func baseline(values map[string]any) (*Instance, error) {
 	if p := readParams(values); p.err != nil {
 		return nil, p.err
 	}
-	return func(next Operation) Operation { return next }, nil
+	return &Instance{}, nil // no wrapper, no policy: the call as it is
 }
 
-// -- failsafe-go --------------------------------------------------------------------------------
-func failsafeRetry(values map[string]any) (Wrapper, error) {
+// Refusal is a failure a library policy produced by refusing the call (an open breaker, a full
+// bulkhead, an exceeded rate limit); At is when the call ended with it.
+type Refusal struct {
+	Kind string
+	At   time.Time
+	Err  error
+}
+
+func (r *Refusal) Error() string { return r.Err.Error() }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+func refusalKind(err error) string {
+	switch {
+	case errors.Is(err, circuitbreaker.ErrOpen), errors.Is(err, gobreaker.ErrOpenState),
+		errors.Is(err, gobreaker.ErrTooManyRequests):
+		return "circuit_breaker"
+	case errors.Is(err, bulkhead.ErrFull):
+		return "bulkhead"
+	case errors.Is(err, ratelimiter.ErrExceeded):
+		return "rate_limiter"
+	}
+	return ""
+}
+
+// refused marks a refusal with the time the library returned it: when failsafe.With(...).Get or
+// gobreaker's Execute returns it. No failsafe-go policy waits after a refusal it passes on (a
+// RetryPolicy returns its last failure at once, a HedgePolicy its first result), so that is the time
+// of the refusal. A refusal already marked keeps its mark.
+func refused(err error) error {
+	var r *Refusal
+	if err == nil || errors.As(err, &r) {
+		return err
+	}
+	if kind := refusalKind(err); kind != "" {
+		return &Refusal{kind, time.Now(), err}
+	}
+	return err
+}
+
+// endingOf is how the library ended a call that was not cut short (the protocol's "rejected",
+// "timed_out", "fallback"), and whether the target succeeded.
+func endingOf(result any, err error, began time.Time) (bool, Ending) {
+	var r *Refusal
+	switch {
+	case err == nil && result == fallbackValue:
+		return false, Ending{Fallback: true}
+	case err == nil:
+		return true, Ending{}
+	case errors.As(err, &r):
+		return false, Ending{Rejected: r.Kind, WaitUs: max(r.At.Sub(began).Microseconds(), 0)}
+	case errors.Is(err, timeout.ErrExceeded):
+		return false, Ending{TimedOut: true}
+	}
+	return false, Ending{}
+}
+
+// -- failsafe-go: consecutive policies of a strategy run as one failsafe.With(outer, ..., inner) -----
+
+// failsafeCall runs next through the policies, outermost first, as one failsafe-go execution:
+// failsafe.With(policies...).WithContext(ctx).GetWithExecution(fn), fn sending through next with the
+// execution's context (an attempt's own, under a Timeout or a HedgePolicy: cancelling it stops the
+// request). A HedgePolicy returns with its cancelled attempts still running; hedged waits for them
+// to return (they were cancelled: microseconds), so that every request of the call is in its log.
+func failsafeCall(policies []failsafe.Policy[any], hedged bool, next Operation) Operation {
+	return func(ctx context.Context) (any, error) {
+		var running *attempts
+		if hedged {
+			running = newAttempts()
+		}
+		result, err := failsafe.With(policies...).WithContext(ctx).GetWithExecution(func(exec failsafe.Execution[any]) (any, error) {
+			if running != nil {
+				if !running.enter() { // a hedge whose goroutine began after the call ended: it was cancelled
+					return nil, errInterrupted
+				}
+				defer running.leave()
+			}
+			return next(exec.Context())
+		})
+		if running != nil {
+			running.closeAndWait()
+		}
+		return result, refused(err)
+	}
+}
+
+// attempts counts a call's attempts in progress (a HedgePolicy runs them in goroutines of its own).
+type attempts struct {
+	mu     sync.Mutex
+	idle   *sync.Cond
+	n      int
+	closed bool
+}
+
+func newAttempts() *attempts {
+	a := &attempts{}
+	a.idle = sync.NewCond(&a.mu)
+	return a
+}
+
+func (a *attempts) enter() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.n++
+	return true
+}
+
+func (a *attempts) leave() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n--; a.n == 0 {
+		a.idle.Broadcast()
+	}
+}
+
+func (a *attempts) closeAndWait() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	for a.n > 0 {
+		a.idle.Wait()
+	}
+}
+
+func failsafeRetry(values map[string]any) (*Instance, error) {
 	p := readParams(values, "maxAttempts", "delay", "maxDelay", "delayFactor", "delayMin", "delayMax", "jitter",
 		"jitterFactor", "maxDuration")
 	builder := retrypolicy.NewBuilder[any]().
-		HandleIf(func(_ any, err error) bool { return isRequestFailed(err) }). // a cut-short call is not retried
+		HandleIf(handled). // any failure (a refusal, a timeout) but a cut-short call
 		ReturnLastFailure().
 		WithMaxAttempts(int(p.integer("maxAttempts", 1, math.MaxInt64, 3)))
 	delay := p.duration("delay", 0)
@@ -94,20 +227,14 @@ func failsafeRetry(values map[string]any) (Wrapper, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	policy := builder.Build()
-	return func(next Operation) Operation {
-		return func(ctx context.Context) error {
-			_, err := failsafe.With[any](policy).WithContext(ctx).Get(func() (any, error) { return nil, next(ctx) })
-			return err
-		}
-	}, nil
+	return &Instance{Policy: builder.Build()}, nil
 }
 
-func failsafeBreaker(values map[string]any) (Wrapper, error) {
+func failsafeBreaker(values map[string]any) (*Instance, error) {
 	p := readParams(values, "failureThreshold", "failureThresholdingCapacity", "failureThresholdingPeriod",
 		"failureRateThreshold", "failureExecutionThreshold", "delay", "successThreshold", "successThresholdingCapacity")
 	builder := circuitbreaker.NewBuilder[any]().
-		HandleIf(func(_ any, err error) bool { return isRequestFailed(err) }).
+		HandleIf(handled).
 		WithDelay(p.duration("delay", time.Minute))
 	threshold := uint(p.integer("failureThreshold", 1, math.MaxUint32, 1))
 	period := p.duration("failureThresholdingPeriod", 0)
@@ -139,17 +266,91 @@ func failsafeBreaker(values map[string]any) (Wrapper, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
-	breaker := builder.Build()
-	return func(next Operation) Operation {
-		return func(ctx context.Context) error {
-			_, err := failsafe.With[any](breaker).WithContext(ctx).Get(func() (any, error) { return nil, next(ctx) })
-			return err
-		}
-	}, nil
+	return &Instance{Policy: builder.Build()}, nil
+}
+
+// timeout.NewBuilder(timeout): the execution inside it gets a child context, cancelled when the time
+// limit passes; the policy waits for the execution to return and fails with ErrExceeded.
+func failsafeTimeout(values map[string]any) (*Instance, error) {
+	p := readParams(values, "timeout")
+	p.require("timeout")
+	limit := p.duration("timeout", 0)
+	if limit <= 0 {
+		p.fail("`timeout` must be above 0 ms")
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &Instance{Policy: timeout.NewBuilder[any](limit).Build()}, nil
+}
+
+// bulkhead.NewBuilder(maxConcurrency).WithMaxWaitTime(maxWaitTime): ErrFull beyond it.
+func failsafeBulkhead(values map[string]any) (*Instance, error) {
+	p := readParams(values, "maxConcurrency", "maxWaitTime")
+	p.require("maxConcurrency")
+	concurrency := p.integer("maxConcurrency", 1, math.MaxUint32, 1)
+	wait := p.duration("maxWaitTime", 0)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &Instance{Policy: bulkhead.NewBuilder[any](uint(concurrency)).WithMaxWaitTime(wait).Build()}, nil
+}
+
+// ratelimiter.NewSmoothBuilder / NewBurstyBuilder(maxExecutions, period).WithMaxWaitTime(maxWaitTime):
+// ErrExceeded when no permit comes within maxWaitTime.
+func failsafeRateLimiter(values map[string]any) (*Instance, error) {
+	p := readParams(values, "limiter", "maxExecutions", "period", "maxWaitTime")
+	p.require("maxExecutions", "period")
+	kind := p.choice("limiter", "SMOOTH", "SMOOTH", "BURSTY")
+	executions := p.integer("maxExecutions", 1, math.MaxUint32, 1)
+	period := p.duration("period", 0)
+	wait := p.duration("maxWaitTime", 0)
+	if period <= 0 {
+		p.fail("`period` must be above 0 ms")
+	} else if kind == "SMOOTH" && period/time.Duration(executions) <= 0 {
+		// NewSmoothBuilder's interval, period / maxExecutions, would be 0: the library would build a
+		// bursty limiter without a period, which divides by zero
+		p.fail("a SMOOTH limiter needs `period` / `maxExecutions` of at least 1 ns")
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	var builder ratelimiter.Builder[any]
+	if kind == "SMOOTH" {
+		builder = ratelimiter.NewSmoothBuilder[any](uint(executions), period)
+	} else {
+		builder = ratelimiter.NewBurstyBuilder[any](uint(executions), period)
+	}
+	return &Instance{Policy: builder.WithMaxWaitTime(wait).Build()}, nil
+}
+
+// hedgepolicy.NewBuilderWithDelay(delay).WithMaxHedges(maxHedges), nothing else: by default the
+// first attempt to return anything (a success or a failure) wins and the others are cancelled.
+func failsafeHedge(values map[string]any) (*Instance, error) {
+	p := readParams(values, "delay", "maxHedges")
+	p.require("delay")
+	delay := p.duration("delay", 0)
+	// the policy allocates room for every hedge up front: no more than a job's requests
+	hedges := p.integer("maxHedges", 1, MaxCount, 1)
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &Instance{Policy: hedgepolicy.NewBuilderWithDelay[any](delay).WithMaxHedges(int(hedges)).Build(), Hedges: true}, nil
+}
+
+// fallbackValue is the result a fallback returns: the call is reported as a fallback, not a success.
+var fallbackValue any = &struct{ name string }{"fallback"}
+
+// fallback.NewBuilderWithResult(value): a failed execution returns the value instead (not a cut-short one).
+func failsafeFallback(values map[string]any) (*Instance, error) {
+	if p := readParams(values); p.err != nil {
+		return nil, p.err
+	}
+	return &Instance{Policy: fallback.NewBuilderWithResult[any](fallbackValue).HandleIf(handled).Build()}, nil
 }
 
 // -- sony/gobreaker v2 ---------------------------------------------------------------------------
-func gobreakerBreaker(values map[string]any) (Wrapper, error) {
+func gobreakerBreaker(values map[string]any) (*Instance, error) {
 	p := readParams(values, "maxRequests", "interval", "bucketPeriod", "timeout", "readyToTrip", "consecutiveFailures",
 		"minRequests", "failureRatio")
 	settings := gobreaker.Settings{
@@ -180,16 +381,16 @@ func gobreakerBreaker(values map[string]any) (Wrapper, error) {
 		return nil, p.err
 	}
 	breaker := gobreaker.NewCircuitBreaker[any](settings)
-	return func(next Operation) Operation {
-		return func(ctx context.Context) error {
-			_, err := breaker.Execute(func() (any, error) { return nil, next(ctx) })
-			return err
+	return &Instance{Wrap: func(next Operation) Operation {
+		return func(ctx context.Context) (any, error) {
+			result, err := breaker.Execute(func() (any, error) { return next(ctx) })
+			return result, refused(err)
 		}
-	}, nil
+	}}, nil
 }
 
 // -- cenkalti/backoff v5 -------------------------------------------------------------------------
-func backoffRetry(values map[string]any) (Wrapper, error) {
+func backoffRetry(values map[string]any) (*Instance, error) {
 	p := readParams(values, "maxTries", "maxElapsedTime", "backOff", "initialInterval", "randomizationFactor",
 		"multiplier", "maxInterval", "interval")
 	maxTries := uint(p.integer("maxTries", 0, math.MaxUint32, 0))
@@ -210,19 +411,19 @@ func backoffRetry(values map[string]any) (Wrapper, error) {
 		return &backoff.ExponentialBackOff{InitialInterval: initial, RandomizationFactor: randomization,
 			Multiplier: multiplier, MaxInterval: maxInterval}
 	}
-	return func(next Operation) Operation {
-		return func(ctx context.Context) error {
-			_, err := backoff.Retry(ctx, func() (any, error) {
-				err := next(ctx)
+	return &Instance{Wrap: func(next Operation) Operation {
+		return func(ctx context.Context) (any, error) {
+			result, err := backoff.Retry(ctx, func() (any, error) {
+				result, err := next(ctx)
 				if err != nil && !isRequestFailed(err) {
-					return nil, backoff.Permanent(err) // cut short by the job's limits: no retry
+					return result, backoff.Permanent(err) // cut short by the job's limits: no retry
 				}
-				return nil, err
+				return result, err
 			}, backoff.WithBackOff(fresh()), backoff.WithMaxTries(maxTries), backoff.WithMaxElapsedTime(maxElapsed))
 			if err != nil && ctx.Err() != nil && !errors.As(err, new(*CutShort)) {
-				return cause(ctx)
+				return result, cause(ctx)
 			}
-			return err
+			return result, err
 		}
-	}, nil
+	}}, nil
 }

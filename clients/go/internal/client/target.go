@@ -25,17 +25,18 @@ type Target struct {
 	logged    func() int    // requests of the calls already logged
 
 	mu   sync.Mutex
-	sent [][3]int64 // the call in progress
+	sent []*[3]int64 // the call in progress, in the order its requests started (a hedge's overlap)
 }
 
-// userTransport is a virtual user's own keep-alive connection to the target.
+// userTransport is a virtual user's own keep-alive connection to the target. A hedge's request,
+// sent while another of its call is in flight, gets a connection of its own (no MaxConnsPerHost: it
+// would wait for the first one); one is kept idle, the others are closed once done.
 func userTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		MaxIdleConns:        1,
 		MaxIdleConnsPerHost: 1,
-		MaxConnsPerHost:     1,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
@@ -76,17 +77,16 @@ func newTarget(ctx context.Context, job *Job, started time.Time, logged func() i
 		logged:  logged}, nil
 }
 
-// Sent is the number of requests sent so far, by logged calls and the call in progress.
-func (t *Target) Sent() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.logged() + len(t.sent)
-}
-
 func (t *Target) takeCall() [][3]int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	call := t.sent
+	if t.sent == nil {
+		return nil
+	}
+	call := make([][3]int64, len(t.sent))
+	for i, request := range t.sent {
+		call[i] = *request
+	}
 	t.sent = nil
 	return call
 }
@@ -100,18 +100,29 @@ func cause(ctx context.Context) error {
 	return errMaxDuration
 }
 
-// Send sends one request: nil on 2xx, a RequestFailed otherwise, a CutShort when a limit ends the call.
-func (t *Target) Send() error {
+// Send sends one request with the attempt's context (the job's, or a child a pattern cancels): nil
+// on 2xx, a RequestFailed otherwise, a CutShort when a limit ends the call, errInterrupted when a
+// pattern cancelled the attempt (its request, if it was in flight, is logged with status 0 and its
+// duration up to the cancel). Concurrent Sends of one call (hedges) are safe.
+func (t *Target) Send(ctx context.Context) error {
 	if t.ctx.Err() != nil {
 		return cause(t.ctx)
 	}
-	if t.Sent() >= t.job.MaxRequests {
+	if ctx.Err() != nil {
+		return errInterrupted // cancelled before it could send: no request
+	}
+	t.mu.Lock()
+	if t.logged()+len(t.sent) >= t.job.MaxRequests {
+		t.mu.Unlock()
 		return &CutShort{"max_requests"}
 	}
-	ctx, cancel := context.WithTimeout(t.ctx, requestTimeout)
-	defer cancel()
-	request := t.request.Clone(ctx)
 	began := time.Now()
+	record := &[3]int64{began.Sub(t.started).Microseconds(), 0, 0}
+	t.sent = append(t.sent, record)
+	t.mu.Unlock()
+	bounded, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	request := t.request.Clone(bounded)
 	status := 0
 	response, err := t.client.Do(request)
 	if err == nil {
@@ -123,10 +134,13 @@ func (t *Target) Send() error {
 	}
 	ended := time.Now()
 	t.mu.Lock()
-	t.sent = append(t.sent, [3]int64{began.Sub(t.started).Microseconds(), ended.Sub(began).Microseconds(), int64(status)})
+	record[1], record[2] = ended.Sub(began).Microseconds(), int64(status)
 	t.mu.Unlock()
 	if status == 0 && t.ctx.Err() != nil {
 		return cause(t.ctx)
+	}
+	if status == 0 && ctx.Err() != nil {
+		return errInterrupted
 	}
 	if status < 200 || status > 299 {
 		return &RequestFailed{status}
