@@ -88,8 +88,10 @@ def print_summary(run: RunDirectory, console: Console, proxy: str | None = None)
     names = ["fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
              METRIC_TITLES["successTimePerRequest"], "fault % applied"]
     found = summary_rows(run)
-    # a mesh client's sidecar columns, a pattern's columns: each shown when some row has it
-    shown = [position for position in range(len(OPTIONAL_SUMMARY)) if any(row[7 + position] != "-" for row in found)]
+    # a mesh client's sidecar columns when some row has them; a pattern's when it did something somewhere
+    hidden = [("-",) if column in MESH_SUMMARY else ("-", "0.0") for column in OPTIONAL_SUMMARY]
+    shown = [position for position in range(len(OPTIONAL_SUMMARY))
+             if any(row[7 + position] not in hidden[position] for row in found)]
     names += [list(OPTIONAL_SUMMARY.values())[position] for position in shown]
     columns = [NumberColumn(name) for name in names]
     rows = [(client, [f"{fault:g}", str(users), str(rounds), total, success, applied,
