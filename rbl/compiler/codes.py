@@ -95,7 +95,8 @@ with a `library` block:
     }
 """),
     "E0205": ("unknown pattern", """
-The library does not implement this pattern. The help line lists those it does.
+The library does not implement this pattern. The help line lists those it does, and the
+libraries that implement the pattern you named (README.md's pattern table has them all).
 """),
     "E0206": ("unknown parameter", """
 The pattern has no parameter of this name. Parameter names are the library's own
@@ -187,13 +188,18 @@ double the backslash where a backslash is meant.
 """),
     "E0226": ("patterns that cannot be composed", """
 `client LIB.a + b` puts several of a library's patterns on one client. Only a library that
-declares a composition can do that (`istio`: a VirtualService and a DestinationRule combine,
-and Envoy fixes the order the policies act in). Each pattern may appear once, `baseline` not
-at all (it means no policy). In a composed client, qualify each parameter by its pattern:
+declares a composition can do that: `composition = "nested"` (resilience4j, failsafe,
+cockatiel) runs the patterns in the written order, each wrapping the ones after it (`retry +
+timeout`: a timeout on every attempt; `timeout + retry`: one for the whole call), and
+`composition = "policies"` (istio: a VirtualService and a DestinationRule combine) leaves the
+order to the library (Envoy's). Each pattern may appear once, `baseline` not at all (it means no
+policy), and a composed client sets native parameters (no `use`). Qualify each parameter by its
+pattern:
 
-    client istio.retry + circuit_breaker {
-      retry.attempts = 2
-      circuit_breaker.http2MaxRequests in [1, 20, 1024]
+    client resilience4j.retry + circuit_breaker + timeout {
+      retry.maxAttempts = 3
+      circuit_breaker.slidingWindowSize = 4
+      timeout.timeoutDuration in [50ms, 100ms]
     }
 """),
     "E0227": ("a setting Istio refuses", """
