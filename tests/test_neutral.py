@@ -166,3 +166,29 @@ def test_cockatiel_doubles_exactly_without_jitter():
     assert waits("cockatiel", native) == (20.0, 40.0, 80.0, 160.0)
     capped, _ = mapped("cockatiel", NeutralRetry(5, Backoff("exponential", Fraction(20), Fraction(2), Fraction(50))))
     assert waits("cockatiel", capped) == (20.0, 40.0, 50.0, 50.0)
+
+
+# -- timeout and bulkhead ----------------------------------------------------------------------------
+def test_a_neutral_timeout_maps_onto_each_library_that_has_one():
+    from rbl.neutral.model import NeutralTimeout
+    after = NeutralTimeout(Fraction(80))
+    assert mapped("resilience4j", after) == ({"timeoutDuration": 80}, ())
+    assert mapped("failsafe", after) == ({"timeout": 80}, ())
+    assert mapped("cockatiel", after) == ({"duration": 80, "strategy": "AGGRESSIVE"}, ())
+    assert mapped("polly", after) == ({"timeout": 80, "timeoutStrategy": "OPTIMISTIC"}, ())
+    assert mapped("istio", after) == ({"timeout": 80}, ())
+    native, gaps = mapped("resilience4j", NeutralTimeout(Fraction(1, 2)))
+    assert native == {"timeoutDuration": 1} and "at least 1 ms" in gaps[0].what
+
+
+def test_a_neutral_bulkhead_is_exact_where_the_library_waits_for_a_time_and_flagged_where_it_queues():
+    from rbl.neutral.model import NeutralBulkhead
+    waiting = NeutralBulkhead(4, Fraction(20))
+    assert mapped("resilience4j", waiting) == ({"maxConcurrentCalls": 4, "maxWaitDuration": 20,
+                                                "fairCallHandling": True}, ())
+    assert mapped("failsafe", waiting) == ({"maxConcurrency": 4, "maxWaitTime": 20}, ())
+    native, gaps = mapped("cockatiel", waiting)
+    assert native == {"limit": 4, "queue": 0} and "queues a number of calls" in gaps[0].what
+    assert mapped("cockatiel", NeutralBulkhead(4, Fraction(0))) == ({"limit": 4, "queue": 0}, ())
+    native, gaps = mapped("polly", waiting)
+    assert native == {"maxParallelization": 4, "maxQueuingActions": 0} and gaps

@@ -264,19 +264,26 @@ def _bulkhead_as(limit: str, wait: str) -> Callable[[NeutralBulkhead, _Native], 
     return mapper
 
 
-def _cockatiel_bulkhead(neutral: NeutralBulkhead, out: _Native) -> None:
-    out.params.update({"limit": neutral.max_concurrent, "queue": 0})
-    if neutral.max_wait_ms > 0:
-        out.gaps.append(Gap(f"cockatiel's bulkhead queues a number of calls, each waiting as long as it takes, "
-                            f"not up to a time (max_wait: {_ms(neutral.max_wait_ms)})", "queue = 0 (no wait)"))
+def _queued_bulkhead(limit: str, queue: str) -> Callable[[NeutralBulkhead, _Native], None]:
+    """A bulkhead that queues a number of calls (each waiting as long as it takes), not up to a time."""
+    def mapper(neutral: NeutralBulkhead, out: _Native) -> None:
+        out.params.update({limit: neutral.max_concurrent, queue: 0})
+        if neutral.max_wait_ms > 0:
+            out.gaps.append(Gap(f"{out.library}'s bulkhead queues a number of calls, each waiting as long as it "
+                                f"takes, not up to a time (max_wait: {_ms(neutral.max_wait_ms)})",
+                                f"{queue} = 0 (no wait)"))
+    return mapper
 
 
 PATTERN_MAPPERS: dict[str, dict[str, Callable]] = {
     # AGGRESSIVE: the call fails at the bound whatever the request does (rbl's request stops too)
     "timeout": {"resilience4j": _timeout_as("timeoutDuration"), "failsafe": _timeout_as("timeout"),
-                "cockatiel": _timeout_as("duration", strategy="AGGRESSIVE"), "istio": _timeout_as("timeout")},
+                "cockatiel": _timeout_as("duration", strategy="AGGRESSIVE"), "istio": _timeout_as("timeout"),
+                "polly": _timeout_as("timeout", timeoutStrategy="OPTIMISTIC")},
     "bulkhead": {"resilience4j": _bulkhead_as("maxConcurrentCalls", "maxWaitDuration"),
-                 "failsafe": _bulkhead_as("maxConcurrency", "maxWaitTime"), "cockatiel": _cockatiel_bulkhead},
+                 "failsafe": _bulkhead_as("maxConcurrency", "maxWaitTime"),
+                 "cockatiel": _queued_bulkhead("limit", "queue"),
+                 "polly": _queued_bulkhead("maxParallelization", "maxQueuingActions")},
 }
 
 
