@@ -81,8 +81,8 @@ def neutral_client(ctx: CheckContext, block: ast.Client, library, pattern) -> tu
     if value is None:
         return None
     neutral_pattern, params = value
-    taken = [name for name in neutral_patterns(library.name) if name in library.patterns]
-    if neutral_pattern not in taken:
+    if neutral_pattern not in neutral_patterns(library.name):
+        taken = [name for name in neutral_patterns(library.name) if name in library.patterns]
         takers = [name for name, other in ctx.libraries.items()
                   if neutral_pattern in neutral_patterns(name) and neutral_pattern in other.patterns]
         ctx.diags.error("E0503", f"rbl cannot map a neutral {neutral_pattern} onto `{library.name}`", use.value.span,
