@@ -18,7 +18,7 @@ METRIC_TITLES = {
     "breakerRejectedCalls": "calls a circuit breaker refused",
     "bulkheadRejectedCalls": "calls a bulkhead refused",
     "rateLimitedCalls": "calls a rate limiter refused",
-    "rejectionWaitTime": "mean wait before a refusal (ms)",
+    "rejectionWaitTime": "mean time of a refused call until its refusal (ms)",
     "hedgedRequests": "hedged requests",
     "fallbackCalls": "calls a fallback answered",
     # open-loop rounds (rbl/store/open_metrics.py)
