@@ -127,3 +127,22 @@ def test_a_library_without_formulas_is_left_out_with_the_reason():
     grouping = aa_groups(header, scenarios)
     assert grouping.groups == []
     assert [(i.scenario_id, i.reason) for i in grouping.left_out] == [("b", "rbl has no formulas for x retry")]
+
+
+def test_a_bulkhead_and_a_timeout_near_the_calls_duration_are_left_out_and_a_long_timeout_is_grouped():
+    header, scenarios = compiled("""space s {
+  users = 5
+  fault.kind = delay
+  fault.duration = 100ms
+  fault.rate in [0%, 50%]
+  client resilience4j.baseline {}
+  client resilience4j.timeout { timeoutDuration in [300ms, 2s] }
+  client resilience4j.bulkhead { maxConcurrentCalls = 2 }
+}""")
+    grouping = aa_groups(header, scenarios)
+    by_id = {s["id"]: s for s in scenarios}
+    reasons = sorted({item.reason.split(",")[0] for item in grouping.left_out})
+    assert reasons == ["a bulkhead refuses calls by their number at once", "times a call out after 300 ms"]
+    grouped = sorted((by_id[i]["fault"]["rate"], by_id[i]["pattern"], by_id[i]["config"].get("timeoutDuration"))
+                     for group in grouping.groups for i in group.scenario_ids)
+    assert grouped == [(0, "baseline", None), (0, "timeout", 2000), (50, "baseline", None), (50, "timeout", 2000)]

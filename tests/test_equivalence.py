@@ -175,3 +175,22 @@ def test_the_equivalent_example_runs_on_this_machine(tmp_path):
                                            "pybreaker.circuit_breaker"}
     assert {r["config"]["intervalFunction"] for r in rows if r["client"] == "resilience4j.retry"} == \
         {"EXPONENTIAL_EXACT"}
+
+
+def test_timeouts_and_bulkheads_are_compared_by_what_they_do():
+    alike = spec("""  client resilience4j.timeout { timeoutDuration = 100ms }
+  client failsafe.timeout { timeout = 100ms }
+  client resilience4j.bulkhead { maxConcurrentCalls = 3 }
+  client cockatiel.bulkhead { limit = 3 }""")
+    assert codes(alike) == []
+    unlike = spec("""  client resilience4j.timeout { timeoutDuration = 100ms }
+  client failsafe.timeout { timeout = 150ms }
+  client failsafe.bulkhead {
+    maxConcurrency = 3
+    maxWaitTime = 20ms
+  }
+  client cockatiel.bulkhead { limit = 3 }""")
+    diagnostics = compile_source(unlike, "s.rbl").diagnostics
+    assert [d.code for d in diagnostics] == ["W0501", "W0501"]
+    assert "after 150 ms" in diagnostics[0].notes[1] and "waits up to 20 ms" in diagnostics[1].notes[0]
+    assert "let v = bulkhead(...)" in diagnostics[1].help

@@ -1,6 +1,7 @@
 """What a library-native configuration does, computed from the library's own formulas
 (docs/library-semantics.md, which names the source lines): the number of attempts and
-the wait before each retry, or when a breaker opens and for how long. Configurations are the
+the wait before each retry, when a breaker opens and for how long, when a timeout fires, how many
+calls a bulkhead admits and how long one beyond them waits. Configurations are the
 plan's native dicts (the values the client services receive, in their handoff units)."""
 
 from __future__ import annotations
@@ -54,7 +55,28 @@ class BreakerBehaviour:
         return f"opens {self.opens}, open {format_ms(self.open_for_ms)}, then {probes}{slow}"
 
 
-Behaviour = RetryBehaviour | BreakerBehaviour
+@dataclass(frozen=True)
+class TimeoutBehaviour:
+    after_ms: float                    # a call still running this long fails, its request cancelled
+
+    def describe(self) -> str:
+        return f"a call still running after {format_ms(self.after_ms)} fails, its request cancelled"
+
+
+@dataclass(frozen=True)
+class BulkheadBehaviour:
+    max_concurrent: int
+    max_wait_ms: float | None          # how long a call beyond them waits; None: it queues (see queue)
+    queue: int = 0                     # calls that may wait, each for as long as it takes (max_wait_ms None)
+
+    def describe(self) -> str:
+        beyond = (f"up to {self.queue} more wait as long as it takes, the rest are refused" if self.max_wait_ms is None
+                  else "one beyond them is refused at once" if self.max_wait_ms == 0
+                  else f"one beyond them waits up to {format_ms(self.max_wait_ms)}, then is refused")
+        return f"at most {self.max_concurrent} calls at once; {beyond}"
+
+
+Behaviour = RetryBehaviour | BreakerBehaviour | TimeoutBehaviour | BulkheadBehaviour
 
 
 def format_ms(ms: float) -> str:
@@ -88,6 +110,10 @@ def equivalent(a: Behaviour, b: Behaviour) -> bool:
                 and abs(a.open_for_ms - b.open_for_ms) <= WAIT_TOLERANCE_MS + 1e-9
                 and a.half_open_permits == b.half_open_permits
                 and a.slow_calls_over_ms == b.slow_calls_over_ms)
+    if isinstance(a, TimeoutBehaviour) and isinstance(b, TimeoutBehaviour):
+        return abs(a.after_ms - b.after_ms) <= WAIT_TOLERANCE_MS + 1e-9
+    if isinstance(a, BulkheadBehaviour) and isinstance(b, BulkheadBehaviour):
+        return a == b
     return False
 
 
@@ -285,6 +311,26 @@ def istio_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     return RetryBehaviour(retried + 1, None, f"Envoy's full jitter below min({base} ms * 2^(k-1), {10 * base} ms)")
 
 
+# ---- timeouts and bulkheads (sections 1, 2, 3, 11, 15) --------------------------------------------
+
+def timeout_after(name: str) -> Callable[..., TimeoutBehaviour]:
+    """A timeout whose bound is the parameter `name`, in ms (every library rbl runs cancels the request)."""
+    return lambda c, fault_delay_ms=None: TimeoutBehaviour(float(c[name]))
+
+
+def bulkhead_waiting(limit: str, wait: str) -> Callable[..., BulkheadBehaviour]:
+    """A bulkhead whose call beyond the limit waits up to a time (ms) for a place."""
+    return lambda c, fault_delay_ms=None: BulkheadBehaviour(int(c[limit]), float(c[wait]))
+
+
+def bulkhead_queueing(limit: str, queue: str) -> Callable[..., BulkheadBehaviour]:
+    """A bulkhead that lets a number of calls wait (for as long as it takes); 0 refuses at once."""
+    def behaviour(c: dict, fault_delay_ms: float | None = None) -> BulkheadBehaviour:
+        queued = int(c.get(queue, 0))
+        return BulkheadBehaviour(int(c[limit]), None if queued else 0.0, queued)
+    return behaviour
+
+
 SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
     ("resilience4j", "retry"): resilience4j_retry,
     ("resilience4j", "circuit_breaker"): resilience4j_circuit_breaker,
@@ -300,6 +346,15 @@ SEMANTICS: dict[tuple[str, str], Callable[..., Behaviour]] = {
     ("gobreaker", "circuit_breaker"): gobreaker_circuit_breaker,
     ("backoff", "retry"): backoff_retry,
     ("istio", "retry"): istio_retry,
+    ("resilience4j", "timeout"): timeout_after("timeoutDuration"),
+    ("failsafe", "timeout"): timeout_after("timeout"),
+    ("cockatiel", "timeout"): timeout_after("duration"),
+    ("polly", "timeout"): timeout_after("timeout"),
+    ("istio", "timeout"): timeout_after("timeout"),
+    ("resilience4j", "bulkhead"): bulkhead_waiting("maxConcurrentCalls", "maxWaitDuration"),
+    ("failsafe", "bulkhead"): bulkhead_waiting("maxConcurrency", "maxWaitTime"),
+    ("cockatiel", "bulkhead"): bulkhead_queueing("limit", "queue"),
+    ("polly", "bulkhead"): bulkhead_queueing("maxParallelization", "maxQueuingActions"),
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..neutral.semantics import BreakerBehaviour, behaviour_of
+from ..neutral.semantics import BreakerBehaviour, BulkheadBehaviour, TimeoutBehaviour, behaviour_of
 
 # A threshold on a call's duration closer than this above the calls' expected duration (0 ms, or the
 # fault's delay) could be crossed by a slow machine or a slow response: such a cell is left out.
@@ -79,6 +79,11 @@ def exclusion(scenario: dict) -> str | None:
         return f"rbl has no formulas for {library} {pattern}"
     if isinstance(behaviour, BreakerBehaviour) and behaviour.slow_calls_over_ms is not None:
         return f"counts calls over {behaviour.slow_calls_over_ms:g} ms as failures and the delay reaches it"
+    if isinstance(behaviour, BulkheadBehaviour):
+        return "a bulkhead refuses calls by their number at once, whatever the fault"
+    if isinstance(behaviour, TimeoutBehaviour) and behaviour.after_ms < delay + DURATION_MARGIN_MS:
+        return (f"times a call out after {behaviour.after_ms:g} ms, within {DURATION_MARGIN_MS:g} ms of the calls' "
+                f"duration ({delay:g} ms delay)")
     threshold = DURATION_THRESHOLDS.get((library, pattern))
     if threshold is not None:
         name, zero_is_off = threshold

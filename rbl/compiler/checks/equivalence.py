@@ -47,8 +47,8 @@ def check_equivalence(ctx: CheckContext) -> None:
             f"compared with `{a.label}`", secondary=((headers[a.label], "this client"),),
             notes=(f"{a.label}, configuration {i + 1}: {left.describe()}",
                    f"{b.label}, configuration {j + 1}: {right.describe()}"),
-            help="configure both from one neutral value (`let r = retry(...)`, then `use r` in each client); "
-                 "`rbl plan --mapping` shows every configuration side by side")
+            help=f"configure both from one neutral value (`let v = {a.pattern.name}(...)`, then `use v` in each "
+                 "client); `rbl plan --mapping` shows every configuration side by side")
 
 
 def _approximated(client: ClientSpec) -> bool:
