@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ..libraries.composition import SEPARATOR
+
 METRIC_COLUMNS = (
     "successfulCalls", "unsuccessfulCalls", "totalCalls",
     "successfulRequests", "unsuccessfulRequests", "totalRequests",
@@ -32,9 +34,10 @@ SIDECAR_COLUMNS = ("sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuc
 RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": "UO", "timedOutRequests": "UT", "ejectedRequests": "UH"}
 # How library patterns ended calls (the calls' "rejected", "timed_out" and "fallback" in protocol v1),
 # so that timeouts, bulkheads, rate limiters, hedging and fallbacks compare across libraries: calls a
-# timeout ended, calls each policy refused and their mean wait for a permit (ms), requests a hedge
-# started while an earlier one of its call was in flight, and calls a fallback answered (never
-# successes). Written for clients that run one of PATTERNS_WITH_COLUMNS.
+# timeout ended, calls each policy refused and the mean time from such a call's start to its refusal
+# (ms: a permit's wait, and in a composition the attempts before it), requests a hedge started while
+# an earlier one of its call was in flight, and calls a fallback answered (never successes). Written
+# for clients that run one of PATTERNS_WITH_COLUMNS.
 PATTERN_COLUMNS = ("timedOutCalls", "breakerRejectedCalls", "bulkheadRejectedCalls", "rateLimitedCalls",
                    "rejectionWaitTime", "hedgedRequests", "fallbackCalls")
 PATTERNS_WITH_COLUMNS = ("timeout", "bulkhead", "rate_limiter", "hedge", "fallback")
@@ -163,7 +166,7 @@ def spin_free_metrics(observation: dict, total_requests: int, successful_calls: 
 
 def runs_measured_patterns(pattern: str) -> bool:
     """Whether a client's pattern ("retry+timeout") has a PATTERNS_WITH_COLUMNS part."""
-    return any(part in PATTERNS_WITH_COLUMNS for part in pattern.split("+"))
+    return any(part in PATTERNS_WITH_COLUMNS for part in pattern.split(SEPARATOR))
 
 
 def pattern_metrics(observation: dict) -> dict:
