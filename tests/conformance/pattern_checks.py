@@ -20,7 +20,6 @@ from .call_checks import one_call
 from .checks import WAIT_EARLY_MS, assert_waits, expand, run_job
 from .profiles import Profile
 
-DELAY_ALL = {"delay__fixed_delay_percent": 100}
 _instances = itertools.count()
 
 
@@ -38,7 +37,8 @@ def fresh_instance(what: str) -> str:
 
 
 # -- timeout ----------------------------------------------------------------------------------------
-def timed_out_call(url: str, proxy, strategy: list[dict]) -> tuple[dict, dict]:
+def single_call(url: str, proxy, strategy: list[dict]) -> tuple[dict, dict]:
+    """One POST /call: its reply and its one call."""
     reply = one_call(url, proxy, strategy)
     return reply, reply["calls"][0]
 
@@ -47,12 +47,12 @@ def check_timeout_bounds_a_slow_call(url: str, proxy, profile: Profile, timeout_
                                      delay_ms: int = 400) -> None:
     strategy = [{"pattern": "timeout", "params": profile.timeout(timeout_ms)}]
     _fast(proxy)
-    _, call = timed_out_call(url, proxy, strategy)
+    _, call = single_call(url, proxy, strategy)
     assert call["ok"] and not call.get("timed_out"), f"a fast call must pass a {timeout_ms} ms timeout: {call}"
     _slow(proxy, delay_ms)
 
     def call_length() -> list[float]:
-        reply, call = timed_out_call(url, proxy, strategy)
+        reply, call = single_call(url, proxy, strategy)
         assert not call["ok"] and call.get("timed_out") is True, \
             f"a call slower than the timeout must fail timed out: {call}"
         (request,) = call["requests"]
@@ -68,11 +68,11 @@ def check_retry_then_timeout_bounds_each_attempt(url: str, proxy, profile: Profi
     _slow(proxy, delay_ms)
     retry = {"pattern": "retry", "params": profile.retry_fixed(attempts, 1)}
     timeout = {"pattern": "timeout", "params": profile.timeout(timeout_ms)}
-    _, each = timed_out_call(url, proxy, [retry, timeout])
+    _, each = single_call(url, proxy, [retry, timeout])
     assert len(each["requests"]) == attempts and all(r[2] == 0 for r in each["requests"]), \
         f"retry(timeout(call)): {attempts} attempts, each cut by the timeout: {each}"
     assert each.get("timed_out") is True and not each["ok"], each
-    reply, whole = timed_out_call(url, proxy, [timeout, retry])
+    reply, whole = single_call(url, proxy, [timeout, retry])
     assert len(whole["requests"]) == 1 and whole.get("timed_out") is True, \
         f"timeout(retry(call)): the timeout ends the whole call during its first attempt: {whole}"
     assert reply["total_us"] / 1000 >= timeout_ms - WAIT_EARLY_MS
@@ -131,12 +131,12 @@ def check_hedge_starts_no_earlier_than_its_delay(url: str, proxy, profile: Profi
                                                  delay_ms: int = 300) -> None:
     strategy = [{"pattern": "hedge", "params": profile.hedge(hedge_ms)}]
     _fast(proxy)
-    _, call = timed_out_call(url, proxy, strategy)
+    _, call = single_call(url, proxy, strategy)
     assert call["ok"] and len(call["requests"]) == 1, f"a call faster than the hedge delay sends one request: {call}"
     _slow(proxy, delay_ms)
 
     def hedge_start() -> list[float]:
-        _, call = timed_out_call(url, proxy, strategy)
+        _, call = single_call(url, proxy, strategy)
         assert call["ok"] and len(call["requests"]) == 2, \
             f"a call slower than the hedge delay sends one hedge (maxHedges 1): {call}"
         first, second = sorted(call["requests"])
