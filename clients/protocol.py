@@ -46,7 +46,9 @@ Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
         the breaker refused); with "wait_us": microseconds from the call's start to the refusal
         (a bulkhead's or rate limiter's wait for a permit; summed over "repeat");
     "timed_out": true    a library timeout ended the call (or its last attempt); the request it
-        interrupted is reported with status 0 and its duration up to the interruption;
+        interrupted is reported with status 0 and its duration up to the interruption (a client
+        that hands the timed call to another thread starts its first request's clock at the
+        hand-off, where the timeout's own clock starts);
     "fallback": true     the library returned its fallback instead of the failure: "ok" stays false,
         since the target did not succeed (a fallback never counts as a success).
   A hedging pattern's extra requests are simply more requests of the call, overlapping in time

@@ -166,18 +166,25 @@ def test_fault_rate_oracle(configured, injected, seen, fires):
 
 
 def test_fault_rate_oracle_stays_silent_on_correct_rates_over_many_rounds():
-    """The level accounts for testing every round: 2000 honest rounds raise (almost) nothing, while
-    the same rounds judged against a rate 20 points off are caught in most of them."""
+    """The level accounts for testing every round: 2000 honest rounds raise nothing, while a run of
+    60 rounds judged against a rate 20 points off is caught in most of them."""
     rng = random.Random(7)
-    rounds = 2000
-    honest = wrong = 0
-    for _ in range(rounds):
-        seen = rng.randint(80, 300)
-        injected = sum(rng.random() < 0.3 for _ in range(seen))
-        honest += fault_rate_violation(30, injected, seen, rounds) is not None
-        wrong += fault_rate_violation(50, injected, seen, rounds) is not None
-    assert honest <= 1
-    assert wrong > rounds // 2
+
+    def rounds(count):
+        for _ in range(count):
+            seen = rng.randint(80, 300)
+            yield sum(rng.random() < 0.3 for _ in range(seen)), seen
+
+    assert not any(fault_rate_violation(30, injected, seen, 2000) for injected, seen in rounds(2000))
+    caught = sum(fault_rate_violation(50, injected, seen, 60) is not None for injected, seen in rounds(60))
+    assert caught > 60 // 2
+
+
+def test_the_fault_rate_oracle_catches_a_slipped_rate_in_a_single_small_round():
+    """40% applied as 4%, or a proxy that never faults: caught in any round of 100 requests, in a run of 500 rounds."""
+    assert fault_rate_violation(40, 4, 100, rounds_in_run=500) is not None
+    assert fault_rate_violation(40, 0, 100, rounds_in_run=500) is not None
+    assert fault_rate_violation(40, 40, 100, rounds_in_run=500) is None
 
 
 def test_request_count_oracle():

@@ -18,8 +18,10 @@ from __future__ import annotations
 from ..libraries.composition import policies_of
 from .oracles import Violation
 
-# A timeout's timer starts before the request does (an executor hop, a promise, a goroutine), so a
-# cut request may look shorter than the bound by that much; a mis-mapped bound (a unit slip) is far beyond.
+# A timeout's timer starts a little before the client's clock for the request does (a promise, the
+# policy's own set-up; the JVM client stamps the hand-off to its worker thread, where a busy machine
+# lost 10 ms), so a cut request may look that much shorter than the bound; a mis-mapped bound (a
+# unit slip, a halved bound) is far beyond.
 TIMEOUT_TOLERANCE_MS = 10.0
 HEDGE_TOLERANCE_MS = 2.5
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 
+from rbl.runner.pattern_oracles import TIMEOUT_TOLERANCE_MS
+
 from .call_checks import one_call
 from .checks import WAIT_EARLY_MS, assert_waits, expand, run_job
 from .profiles import Profile
@@ -58,6 +60,10 @@ def check_timeout_bounds_a_slow_call(url: str, proxy, profile: Profile, timeout_
         (request,) = call["requests"]
         assert request[2] == 0, f"the request the timeout interrupted is reported with status 0: {request}"
         assert request[1] / 1000 < delay_ms - 50, f"the timeout must cut the request short: {request}"
+        # the per-round oracle judges the cut request's own duration: the client's clock for it may
+        # start no later than the timeout's (a hop to a worker thread is the attempt's time too)
+        assert request[1] / 1000 >= timeout_ms - TIMEOUT_TOLERANCE_MS, \
+            f"the request was cut after {request[1] / 1000:.1f} ms, before the {timeout_ms} ms timeout: {request}"
         return [reply["total_us"] / 1000]
     assert_waits(call_length, [timeout_ms], "timeout (call length)")
 

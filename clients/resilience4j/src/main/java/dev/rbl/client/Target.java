@@ -164,7 +164,7 @@ final class Target {
             if (TimedCall.abandoned()) {        // its timeout already ended the call: no request may follow
                 throw new CutShort("abandoned");
             }
-            inFlight = new Request(System.nanoTime(), connectionHeld());
+            inFlight = new Request(TimedCall.requestBegin(System.nanoTime()), connectionHeld());
             return inFlight;
         }
     }

@@ -15,6 +15,10 @@ import java.util.concurrent.TimeoutException;
  * Cancelling it must really stop the call: Thread.interrupt() does not end a blocking socket read,
  * so cancel() also closes the job's request in flight (recorded then, once, with status 0 and its
  * duration up to the interruption), and the worker, abandoned, may send no request and wait no more.
+ *
+ * The TimeLimiter's clock starts when the call is handed to a worker, and a busy machine may run the
+ * worker 10 ms later: the call's first request is therefore stamped as beginning at the hand-off
+ * (requestBegin), so a cut request's duration is the time the timeout really gave it.
  */
 final class TimedCall extends FutureTask<Object> {
     // shared by all jobs: a thread per running timed call, reused, none created per call when idle ones exist
@@ -27,6 +31,8 @@ final class TimedCall extends FutureTask<Object> {
 
     private final JobGuard guard;
     private final TimedCall parent;         // the timed call this one runs inside, or null
+    private final long handedOffNs = System.nanoTime();     // before the worker runs it, so before the timer
+    private boolean requestSent;            // only its worker thread reads and writes it
 
     private TimedCall(Callable<Object> inner, JobGuard guard, TimedCall parent) {
         super(inner);
@@ -49,6 +55,19 @@ final class TimedCall extends FutureTask<Object> {
         } catch (Throwable other) {             // no pattern throws one; Callable cannot
             throw new ExecutionException(other);
         }
+    }
+
+    /**
+     * When a request sent now on this thread begins: a timed call's first request at the call's
+     * hand-off to its worker (the timeout's clock was already running), any other one now.
+     */
+    static long requestBegin(long nowNs) {
+        TimedCall call = CURRENT.get();
+        if (call == null || call.requestSent) {
+            return nowNs;
+        }
+        call.requestSent = true;
+        return Math.min(nowNs, call.handedOffNs);
     }
 
     /** True on a worker whose timed call, or one it runs inside, was cancelled: its result is no one's. */
