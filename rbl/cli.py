@@ -145,7 +145,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 def _read_spec(path: Path) -> bytes:
     """A spec's bytes (decoded by the compiler, which locates encoding errors and applies the
     size limit; only as much is read as that limit needs)."""
-    from .compiler.reading import read_limited
+    from .lang.reading import read_limited
     if str(path) == "-":
         return read_limited(sys.stdin.buffer)
     try:
@@ -167,7 +167,7 @@ def _compile(spec: Path, json_output: bool = False, overrides: list | None = Non
     """Compile a spec (with the command line's overrides), print its diagnostics to stderr;
     raise SpecError if it has errors."""
     from .compiler.pipeline import compile_bytes
-    from .compiler.render import render_all
+    from .lang.render import render_all
     result = compile_bytes(_read_spec(spec), _spec_name(spec), overrides or [])
     if result.diagnostics and not json_output:
         from .highlight import colour_wanted       # pygments only when there is something to show
@@ -748,7 +748,7 @@ def merge(dirs: list[Path] = typer.Argument(..., metavar="DIR...", help="The sha
 @app.command()
 def explain(code: str = typer.Argument(..., help="A diagnostic code, e.g. E0203.")):
     """Print the long explanation of a diagnostic code."""
-    from .compiler.codes import CODES, explain as explain_code
+    from .lang.codes import CODES, explain as explain_code
     text = explain_code(code)
     if text is None:
         raise UsageError(f"unknown code `{code}`", f"codes are {', '.join(sorted(CODES))}")
@@ -761,7 +761,7 @@ def import_(file: Path = typer.Argument(..., help="A ResilienceBench JSON test s
                                                   help="Write the spec here instead of stdout (- for stdout)."),
             force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")):
     """Convert a ResilienceBench JSON test space into an equivalent rbl spec."""
-    from .compiler.render import render_all
+    from .lang.render import render_all
     from .importer import ImportFailed, import_file_bytes
 
     if output is not None and str(output) == "-":

@@ -16,10 +16,10 @@ from decimal import Decimal
 from pathlib import Path as FilePath
 from urllib.parse import urlsplit
 
-from .compiler.diagnostics import Diagnostic, Diagnostics, Label
+from .lang.diagnostics import Diagnostic, Diagnostics, Label
 from .compiler.pipeline import compile_source
-from .compiler.reading import BOM, decode
-from .compiler.source import SourceFile, Span
+from .lang.reading import BOM, decode
+from .lang.source import SourceFile, Span
 from .compiler.urlpath import target_problem
 from .json_source import (ImportFailed, JsonSource, Path, UnreadableNumber, path_text, read_integer, read_number,
                           shown)

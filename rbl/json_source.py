@@ -12,8 +12,8 @@ import json
 import re
 from decimal import Decimal, InvalidOperation
 
-from .compiler.diagnostics import Diagnostic, Label
-from .compiler.source import SourceFile, Span
+from .lang.diagnostics import Diagnostic, Label
+from .lang.source import SourceFile, Span
 
 Path = tuple[str | int, ...]
 

@@ -10,7 +10,7 @@ from .compiler.checks.equivalence import client_behaviours, fault_delay_ms
 from .compiler.expand import configurations, mapped_configurations
 from .compiler.plan import spec_spelling
 from .compiler.space import ClientSpec, TestSpace
-from .compiler.units import Value
+from .lang.units import Value
 from .neutral.semantics import equivalent
 
 SHOWN_CONFIGURATIONS = 20

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .compiler.axes import RangeAxis
 from .compiler.space import TestSpace
-from .compiler.units import Value, format_value
+from .lang.units import Value, format_value
 from .libraries.catalogue import NESTED
 from .libraries.composition import SEPARATOR, nesting
 

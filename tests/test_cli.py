@@ -11,7 +11,7 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from rbl.compiler.codes import CODES
+from rbl.lang.codes import CODES
 
 from .conftest import EXAMPLES, REPO
 

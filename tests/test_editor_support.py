@@ -13,10 +13,10 @@ from lark.lexer import PatternStr
 from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
 from pygments.token import Error, Keyword, Name, Number, Operator, Punctuation, String, Whitespace
 
-from rbl.compiler.diagnostics import Diagnostic
-from rbl.compiler.parser import lark_parser
+from rbl.lang.diagnostics import Diagnostic
+from rbl.lang.parser import lark_parser
 from rbl.compiler.pipeline import compile_source
-from rbl.compiler.render import render_all
+from rbl.lang.render import render_all
 from rbl.highlight import RblLexer
 
 from .conftest import EXAMPLES, REPO

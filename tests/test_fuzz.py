@@ -8,7 +8,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rbl.compiler.pipeline import compile_bytes, compile_source
-from rbl.compiler.render import render_all
+from rbl.lang.render import render_all
 
 from .conftest import EXAMPLES
 

@@ -1,4 +1,4 @@
-"""The hand-written reader (rbl/compiler/fastparse.py) against the Lark parser it stands in for:
+"""The hand-written reader (rbl/lang/fastparse.py) against the Lark parser it stands in for:
 on every text it reads, the same AST with the same spans and the same diagnostics; on every text
 it does not read, Lark's syntax error, found the same from the thinned-out text it hands over
 (fastparse's reduced_text) as from the whole. Texts: the examples, the error corpus, the library
@@ -7,19 +7,21 @@ prelude, and specs generated (and then broken) from a fixed seed."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 from pathlib import Path
 
 import pytest
 
-from rbl.compiler import ast
-from rbl.compiler.diagnostics import Diagnostics
-from rbl.compiler.fastparse import LAZY_FROM, LazyNodes, parse_fast
-from rbl.compiler.frontend import parse_program, parse_program_lark
+import rbl
+from rbl.lang import ast
+from rbl.lang.diagnostics import Diagnostics
+from rbl.lang.fastparse import GRAMMAR_SHA256, LAZY_FROM, LazyNodes, parse_fast
+from rbl.lang.frontend import parse_program, parse_program_lark
 from rbl.compiler.overrides import from_options
 from rbl.compiler.pipeline import compile_bytes, compile_source
-from rbl.compiler.reading import strip_bom
-from rbl.compiler.source import SourceFile, Span
+from rbl.lang.reading import strip_bom
+from rbl.lang.source import SourceFile, Span
 
 from .conftest import EXAMPLES, REPO
 
@@ -71,6 +73,15 @@ def check_agrees(text: str) -> str:
     assert (via is None) == (lark is None)
     assert _said(via_said) == _said(lark_said)
     return "handed over"
+
+
+def test_the_fast_reader_was_brought_along_with_the_grammar():
+    """The hand-written reader pins the grammar it implements: a grammar change fails here until
+    fastparse.py reads the new language too (then update GRAMMAR_SHA256)."""
+    grammar = (Path(rbl.__file__).parent / "grammar.lark").read_bytes()
+    assert hashlib.sha256(grammar).hexdigest() == GRAMMAR_SHA256, (
+        "rbl/grammar.lark changed: bring rbl/lang/fastparse.py along (the equivalence tests below hold "
+        "the two readers alike), then set its GRAMMAR_SHA256 to the grammar's new hash")
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.name)

@@ -13,11 +13,11 @@ import yaml
 from hypothesis import given, settings, strategies as st
 
 from rbl.yaml_text import comment_text, compose_quote, yaml_quote
-from rbl.compiler.diagnostics import MAX_PER_CODE
-from rbl.compiler.parser import MAX_NESTING
+from rbl.lang.diagnostics import MAX_PER_CODE
+from rbl.lang.parser import MAX_NESTING
 from rbl.compiler.pipeline import compile_bytes, compile_source
-from rbl.compiler.reading import MAX_SPEC_BYTES
-from rbl.compiler.render import WIDTH, render_all
+from rbl.lang.reading import MAX_SPEC_BYTES
+from rbl.lang.render import WIDTH, render_all
 from rbl.compiler.urlpath import TARGET_PATH, target_problem
 
 HEAD = ("space hostile {\n  users in [10]\n  fault.rate in [0%]\n"

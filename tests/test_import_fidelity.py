@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_source
-from rbl.compiler.render import render_all
+from rbl.lang.render import render_all
 from rbl.importer import ImportFailed, import_resiliencebench
 from rbl.neutral.semantics import BreakerBehaviour, RetryBehaviour, behaviour_of
 

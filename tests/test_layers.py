@@ -58,6 +58,8 @@ def test_the_import_contracts_hold(tmp_path):
     ("runner/_upward.py", "from ..backends.local import backend"),        # the runner picking a backend
     ("backends/docker/_sideways.py", "from ..local import backend"),      # one backend using another
     ("dataplane/_upward.py", "from ..runner import liveness"),            # the proxy importing the tool
+    ("lang/_upward.py", "from ..libraries import catalogue"),              # the language above the catalogue
+    ("libraries/_upward.py", "from ..compiler import space"),              # the catalogue above the compiler
 ])
 def test_the_contracts_refuse_an_import_against_the_layering(tmp_path, module, imports):
     root = assemble(tmp_path, copy=True)
@@ -109,6 +111,43 @@ def test_no_modules_import_each_other(tmp_path, monkeypatch):
     graph = grimp.build_graph("rbl")
     assert "rbl.clients.python.service" in graph.modules and "rbl.dataplane.fault_proxy" in graph.modules
     assert strongly_connected(graph) == []
+
+
+def package_graph(graph: grimp.ImportGraph) -> grimp.ImportGraph:
+    """The module graph squashed to rbl's packages (rbl.compiler, rbl.lang, ...; a top-level module
+    such as rbl.cli stands for itself): an arrow where any module of one imports any of the other."""
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    squashed = grimp.ImportGraph()
+    for module in graph.modules:
+        squashed.add_module(package(module))
+        for imported in graph.find_modules_directly_imported_by(module):
+            if package(imported) != package(module):
+                squashed.add_import(importer=package(module), imported=package(imported))
+    return squashed
+
+
+def built_graph(root: Path, monkeypatch) -> grimp.ImportGraph:
+    monkeypatch.syspath_prepend(str(root))
+    for name in [name for name in sys.modules if name == "rbl" or name.startswith("rbl.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return grimp.build_graph("rbl")
+
+
+def test_no_packages_import_each_other(tmp_path, monkeypatch):
+    """No cycle between packages either (the catalogue importing the compiler's parser while the
+    compiler imports the catalogue was one, with no cycle between modules)."""
+    graph = package_graph(built_graph(assemble(tmp_path), monkeypatch))
+    assert {"rbl.lang", "rbl.compiler", "rbl.libraries", "rbl.runner"} <= graph.modules
+    assert strongly_connected(graph) == []
+
+
+def test_the_package_check_finds_a_cycle_between_packages(tmp_path, monkeypatch):
+    root = assemble(tmp_path, copy=True)
+    (root / "rbl" / "lang" / "_upward.py").write_text('"""A cycle."""\n\nfrom ..compiler import space\n')
+    cycles = strongly_connected(package_graph(built_graph(root, monkeypatch)))
+    assert any({"rbl.lang", "rbl.compiler"} <= set(group) for group in cycles), cycles
 
 
 def test_the_cycle_finder_finds_a_cycle():

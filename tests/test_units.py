@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from rbl.compiler.units import UnitError, Value, format_value, handoff, parse_percent, parse_quantity
+from rbl.lang.units import UnitError, Value, format_value, handoff, parse_percent, parse_quantity
 
 
 @pytest.mark.parametrize("text,ns", [("20ms", 20_000_000), ("1.5s", 1_500_000_000), ("250us", 250_000),

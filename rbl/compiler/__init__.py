@@ -1,1 +1,1 @@
-"""The rbl compiler: parse, lower, check and expand a test space (see compiler/pipeline.py)."""
+"""The rbl compiler: check, expand and plan a test space read by rbl.lang (see compiler/pipeline.py)."""

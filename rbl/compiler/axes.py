@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Iterator, Union
 
-from .source import Span
-from .units import Value
+from ..lang.source import Span
+from ..lang.units import Value
 
 
 @dataclass(frozen=True, slots=True)

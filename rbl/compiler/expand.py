@@ -17,7 +17,7 @@ from ..neutral.mapping import Mapped, map_neutral
 from ..neutral.model import from_values
 from .axes import iter_product
 from .space import ClientSpec, Param, TestSpace
-from .units import handoff, native_number
+from ..lang.units import handoff, native_number
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 

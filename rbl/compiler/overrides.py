@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from . import ast
-from .diagnostics import Diagnostics
-from .fastparse import LazyNodes
-from .frontend import parse_program
-from .source import SourceFile, Span
+from ..lang import ast
+from ..lang.diagnostics import Diagnostics
+from ..lang.fastparse import LazyNodes
+from ..lang.frontend import parse_program
+from ..lang.source import SourceFile, Span
 
 _WRAP = "space{"           # an override is parsed as the body of a one-line space block
 

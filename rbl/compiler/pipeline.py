@@ -16,11 +16,11 @@ from .checks.mesh import check_mesh_policies
 from .checks.neutral import check_lets, check_unused_lets
 from .checks.settings import SPACE_SETTINGS, check_settings
 from .checks.structure import check_structure
-from .diagnostics import Diagnostic, Diagnostics
-from .frontend import parse_program
+from ..lang.diagnostics import Diagnostic, Diagnostics
+from ..lang.frontend import parse_program
 from .overrides import Override, apply_overrides, describe
-from .reading import check_text, decode, read_limited, strip_bom
-from .source import SourceFile
+from ..lang.reading import check_text, decode, read_limited, strip_bom
+from ..lang.source import SourceFile
 from .space import Fault, TestSpace
 
 # The checker passes, in the order they run. Each takes the context and reports into it.

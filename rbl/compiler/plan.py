@@ -14,7 +14,7 @@ from .axes import RangeAxis
 from .expand import (configurations, fault_record, iter_scenario_lines, iter_scenarios, native, native_parameters,
                      neutral_values)
 from .space import TestSpace
-from .units import format_value, native_number
+from ..lang.units import format_value, native_number
 
 PLAN_VERSION = 1
 FORMATS = ("json", "jsonl", "csv")

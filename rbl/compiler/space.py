@@ -7,9 +7,9 @@ from math import prod
 
 from ..libraries.catalogue import LibraryDef, PatternDef
 from .axes import Axis
-from .source import Span
-from .types import ParamDef
-from .units import Value
+from ..lang.source import Span
+from ..lang.types import ParamDef
+from ..lang.units import Value
 from .workload import Workload
 
 

@@ -23,8 +23,8 @@ from fractions import Fraction
 from typing import Iterator
 
 from .axes import Axis, iter_product
-from .types import Bound, ParamType
-from .units import DURATION_UNITS, Value, native_number
+from ..lang.types import Bound, ParamType
+from ..lang.units import DURATION_UNITS, Value, native_number
 
 LOAD_KINDS = ("closed", "open")
 ARRIVALS = ("constant", "poisson")

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
-from ..compiler import ast
+from ..lang import ast
 from .composition import SEPARATOR
-from ..compiler.diagnostics import Diagnostics
-from ..compiler.source import SourceFile, Span
-from ..compiler.types import Bound, ParamDef, ParamType, coerce, describe_type
-from ..compiler.units import HANDOFF_DURATION_UNITS, HANDOFF_PERCENT_UNITS, TYPE_NAMES, UnitError, handoff
+from ..lang.diagnostics import Diagnostics
+from ..lang.source import SourceFile, Span
+from ..lang.types import Bound, ParamDef, ParamType, coerce, describe_type
+from ..lang.units import HANDOFF_DURATION_UNITS, HANDOFF_PERCENT_UNITS, TYPE_NAMES, UnitError, handoff
 
 LIBRARY_SETTINGS = ("platform", "client", "requires", "version", "composition")
 # A client may combine several of the library's patterns (`client lib.retry + timeout {...}`):
@@ -190,12 +190,12 @@ def prelude_source() -> SourceFile:
 @lru_cache(maxsize=1)
 def builtin_libraries() -> dict[str, LibraryDef]:
     """The prelude's libraries. The prelude is part of rbl: an error in it is an internal error."""
-    from ..compiler.frontend import parse_program
+    from ..lang.frontend import parse_program
 
     diags = Diagnostics()
     program = parse_program(prelude_source(), diags)
     libraries = build_libraries(program.libraries if program else (), diags, True, {})
     if diags.has_errors:
-        from ..compiler.render import render_all
+        from ..lang.render import render_all
         raise RuntimeError("the built-in library prelude is invalid:\n" + render_all(diags.items))
     return libraries

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
 
-from ..compiler.units import handoff
+from ..lang.units import handoff
 from .model import Neutral, NeutralBreaker, NeutralBulkhead, NeutralRetry, NeutralTimeout
 
 # R4j counts a call slower than this as slow; a breaker opened by failures alone must never see one.

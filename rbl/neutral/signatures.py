@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..compiler.types import Bound, ParamDef, ParamType
-from ..compiler.units import Value
+from ..lang.types import Bound, ParamDef, ParamType
+from ..lang.units import Value
 
 MS = 1_000_000
 

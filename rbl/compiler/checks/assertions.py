@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .. import ast
-from ..fastparse import LazyNodes
+from ...lang import ast
+from ...lang.fastparse import LazyNodes
 from ..space import NoiseAssertion, SizeAssertion
-from ..types import COMPARATORS
-from ..units import MAX_MAGNITUDE
+from ...lang.types import COMPARATORS
+from ...lang.units import MAX_MAGNITUDE
 from .context import CheckContext
 
 

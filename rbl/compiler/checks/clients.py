@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .. import ast
+from ...lang import ast
 from ..axes import single
 from ..space import ClientSpec, Param
-from ..types import ParamType, suggest
-from ..units import UnitError, handoff
+from ...lang.types import ParamType, suggest
+from ...lang.units import UnitError, handoff
 from .context import CheckContext
 from .neutral import APPROXIMATE_SETTING, neutral_client
 from .values import evaluate_axis, evaluate_single, report_set_twice

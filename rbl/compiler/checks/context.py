@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import ast
-from ..diagnostics import Diagnostics
-from ..source import SourceFile
+from ...lang import ast
+from ...lang.diagnostics import Diagnostics
+from ...lang.source import SourceFile
 from ..space import ClientSpec, NoiseAssertion, SizeAssertion
 from ..workload import Workload
 

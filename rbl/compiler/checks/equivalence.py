@@ -12,7 +12,7 @@ from itertools import islice
 from typing import Iterator
 
 from ...neutral.semantics import Behaviour, behaviour_of, equivalent
-from .. import ast
+from ...lang import ast
 from ..expand import configurations
 from ..space import ClientSpec
 from .context import CheckContext

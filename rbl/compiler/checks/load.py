@@ -3,9 +3,9 @@ only one kind of load takes, and the profile's parameters, each error at the set
 
 from __future__ import annotations
 
-from .. import ast
+from ...lang import ast
 from ..axes import single
-from ..units import Value
+from ...lang.units import Value
 from ..workload import LOAD_SETTINGS, Workload
 from .context import CheckContext
 

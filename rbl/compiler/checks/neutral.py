@@ -9,12 +9,12 @@ from itertools import islice
 
 from ...neutral.mapping import MAPPERS, neutral_patterns
 from ...neutral.signatures import PATTERN_SIGNATURES, SIGNATURES, CallParam
-from .. import ast
+from ...lang import ast
 from ..axes import single
 from ..expand import mapped_configurations
 from ..space import ClientSpec, NeutralUse, Param
-from ..types import ParamDef, ParamType, suggest
-from ..units import Value
+from ...lang.types import ParamDef, ParamType, suggest
+from ...lang.units import Value
 from .context import CheckContext
 from .values import evaluate_axis, evaluate_single
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .. import ast
+from ...lang import ast
 from ..axes import single
-from ..types import Bound, ParamType, suggest
-from ..units import Value, format_value
+from ...lang.types import Bound, ParamType, suggest
+from ...lang.units import Value, format_value
 from ..urlpath import target_problem
 from ..workload import LOAD_KINDS, LOAD_SETTINGS
 from .context import CheckContext

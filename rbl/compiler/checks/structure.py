@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..source import Span
+from ...lang.source import Span
 from .context import CheckContext
 
 

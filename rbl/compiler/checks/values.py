@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .. import ast
+from ...lang import ast
 from ..axes import Axis, ListAxis, RangeAxis, range_count
-from ..diagnostics import Diagnostics
-from ..fastparse import LazyNodes
-from ..types import NUMERIC, ParamType, check_value_bounds, coerce, describe_type
-from ..units import MAX_MAGNITUDE, Value, format_value
+from ...lang.diagnostics import Diagnostics
+from ...lang.fastparse import LazyNodes
+from ...lang.types import NUMERIC, ParamType, check_value_bounds, coerce, describe_type
+from ...lang.units import MAX_MAGNITUDE, Value, format_value
 
 # len() of an axis must be a machine-size integer.
 MAX_AXIS_VALUES = MAX_MAGNITUDE

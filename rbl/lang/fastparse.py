@@ -30,6 +30,12 @@ from .tokens import MAX_NESTING, NAME as _NAME, NUMBER as _NUMBER, STRING as _ST
 from .units import Value
 
 
+# The grammar this reader was written against. A change to rbl/grammar.lark fails
+# tests/test_hostile_compile_parser.py until this reader is brought along (and this hash with it):
+# the two readers must not drift apart unnoticed.
+GRAMMAR_SHA256 = "4a299cc84c5589e3d95b983644593926578b4b3948e39aa81c8a2bf961811549"
+
+
 class Fallback(Exception):
     """The text is not one this reader takes: the Lark parser reads it (and reports its errors)."""
 
