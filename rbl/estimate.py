@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from .neutral.semantics import BreakerBehaviour, RetryBehaviour, behaviour_of
+from .plan_records import load_of
 
 DEFAULT_REQUEST_MS = 1.6        # one request through the proxy to httpbin, one user (measured here)
 ROUND_OVERHEAD_S = 0.12         # per round: fault set and read back, jobs sent, results stored
@@ -58,8 +59,9 @@ def request_time_ms(base_ms: float, users: int, cpus: int | None = None) -> floa
 def user_seconds(scenario: dict, base_ms: float) -> float:
     """The expected time one virtual user of the scenario takes, in seconds (an open-loop round
     takes its load's duration, plus the timeout of the last requests at worst)."""
-    if "load" in scenario:
-        return float(scenario["load"]["duration_s"])
+    load = load_of(scenario)
+    if load is not None:
+        return load.duration_s
     fault = scenario["fault"]
     rate = min(max(float(fault["rate"]) / 100.0, 0.0), 1.0)
     request = request_time_ms(base_ms, scenario["users"])

@@ -69,3 +69,14 @@ def cli(monkeypatch):
         return result.exit_code, result.stdout, result.stderr
 
     return invoke
+
+
+def vu_row(scenario: dict, round_number: int, client: dict, counters: dict, observation: dict,
+           started: str = "t0", ended: str = "t1", sidecar: dict | None = None, warmup: bool = False) -> dict:
+    """One virtual user's row as the closed-loop driver writes it (for tests that build run files)."""
+    from rbl.runner.closed_loop import user_row
+    from rbl.runner.round import Counters, RoundSetup
+    from rbl.plan_records import client_kind, load_of
+    setup = RoundSetup(scenario, round_number, client, client_kind(client), load_of(scenario), "http://127.0.0.1:9/",
+                       ("127.0.0.1", 9), "test", warmup)
+    return user_row(setup, Counters(counters, sidecar), observation, started, ended)

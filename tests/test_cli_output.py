@@ -13,8 +13,9 @@ import pytest
 from rich.console import Console
 
 from rbl.report.keyed_table import NumberColumn, print_keyed_table
-from rbl.runner import progress as progress_module
-from rbl.runner.progress import BuildNotice, RunProgress
+from rbl.runner import notices as notices_module, progress as progress_module
+from rbl.runner.notices import BuildNotice
+from rbl.runner.progress import RunProgress
 
 from .conftest import run_rbl as rbl
 
@@ -206,7 +207,7 @@ def test_on_a_100_column_terminal_the_counts_and_times_are_never_cut():
 
 def test_a_long_build_says_it_is_still_going(monkeypatch):
     import time
-    monkeypatch.setattr(progress_module, "BUILD_TICK", 0.05)
+    monkeypatch.setattr(notices_module, "BUILD_TICK", 0.05)
     out = io.StringIO()
     with BuildNotice(Console(file=out, width=80)) as notice:
         notice.say("building the resilience4j client ...")

@@ -9,7 +9,7 @@ import pytest
 
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_source
-from rbl.runner.executor import strategy_for
+from rbl.runner.closed_loop import strategy_for
 
 HEAD = """space s {
   users = 2

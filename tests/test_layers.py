@@ -150,6 +150,29 @@ def test_the_package_check_finds_a_cycle_between_packages(tmp_path, monkeypatch)
     assert any({"rbl.lang", "rbl.compiler"} <= set(group) for group in cycles), cycles
 
 
+# what the runner shares with the backends: the protocols and their errors, the proxy's admin API,
+# the liveness checks, build notices and SIGTERM-as-interrupt (rbl/runner/backend.py says so)
+RUNNER_SEAMS = {"rbl.runner.backend", "rbl.runner.fault_control", "rbl.runner.liveness", "rbl.runner.notices",
+                "rbl.runner.interrupts"}
+
+
+def runner_imports_of_backends(graph: grimp.ImportGraph) -> set[tuple[str, str]]:
+    return {(module, imported) for module in graph.modules if module.startswith("rbl.backends")
+            for imported in graph.find_modules_directly_imported_by(module) if imported.startswith("rbl.runner.")}
+
+
+def test_the_backends_import_only_the_runners_seams(tmp_path, monkeypatch):
+    found = runner_imports_of_backends(built_graph(assemble(tmp_path), monkeypatch))
+    assert found and {imported for _, imported in found} <= RUNNER_SEAMS, sorted(found)
+
+
+def test_the_seam_check_sees_a_backend_reaching_past_the_seams(tmp_path, monkeypatch):
+    root = assemble(tmp_path, copy=True)
+    (root / "rbl" / "backends" / "_past.py").write_text('"""Past the seams."""\n\nfrom ..runner import executor\n')
+    found = runner_imports_of_backends(built_graph(root, monkeypatch))
+    assert ("rbl.backends._past", "rbl.runner.executor") in found
+
+
 def test_the_cycle_finder_finds_a_cycle():
     graph = grimp.ImportGraph()
     for module in ("a", "b", "c"):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from rbl.runner.load_schedule import NS, expected_requests, rate_function, send_offsets
+from rbl.plan_records import Load
 
 
 def load(rate, duration=10, arrivals="constant", profile=None):
-    return {"kind": "open", "rate": rate, "arrivals": arrivals, "duration_s": duration, "warmup_s": 0,
-            "profile": profile or {"kind": "constant"}, "timeout_s": 10, "window_s": 5, "slo_ms": 100}
+    return Load.from_record({"kind": "open", "rate": rate, "arrivals": arrivals, "duration_s": duration, "warmup_s": 0,
+                             "profile": profile or {"kind": "constant"}, "timeout_s": 10, "window_s": 5, "slo_ms": 100})
 
 
 def test_a_constant_rate_sends_evenly_spaced_requests_for_the_duration():

@@ -11,7 +11,7 @@ import pytest
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
-from rbl.runner.executor import strategy_for
+from rbl.runner.closed_loop import strategy_for
 from rbl.store.plan_file import PlanProblem, scenario_check
 
 HEAD = """space s {

@@ -1,9 +1,9 @@
-"""How an open-loop request's answer becomes its response class (rbl/runner/open_loop.py), from the
+"""How an open-loop request's answer becomes its response class (rbl/runner/load_generator.py), from the
 load generator's CSV: library calls by their reply, mesh requests by status and Envoy's flags."""
 
 from __future__ import annotations
 
-from rbl.runner.open_loop import classify
+from rbl.runner.load_generator import classify
 
 HEADER = "seq,scheduled_ns,sent_ns,latency_ns,status,flags,ok,requests,last_status,error,ending\n"
 

@@ -18,6 +18,7 @@ import pytest
 
 from rbl.backends.local.cpu_budget import create_budget
 from rbl.runner.load_schedule import send_offsets
+from rbl.plan_records import load_of
 from rbl.store.requests import read_requests
 
 from .conftest import REPO, run_rbl
@@ -63,7 +64,7 @@ def test_every_scheduled_request_is_recorded_once_with_its_scheduled_time(spike_
     for scenario_id, scenario in _scenarios(run).items():
         mine = requests.filter(pc.equal(requests["scenario"], scenario_id))
         row = next(r for r in rows if r["scenarioId"] == scenario_id)
-        expected = list(send_offsets(scenario["load"], row["capacityRps"], seed=f"{scenario_id}/1"))
+        expected = list(send_offsets(load_of(scenario), row["capacityRps"], seed=f"{scenario_id}/1"))
         assert sorted(mine["seq"].to_pylist()) == list(range(len(expected)))
         by_seq = dict(zip(mine["seq"].to_pylist(), mine["scheduled_s"].to_pylist()))
         assert [round(by_seq[i] * 1e9) for i in range(len(expected))] == expected

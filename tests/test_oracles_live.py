@@ -22,7 +22,7 @@ from rbl.compiler.expand import iter_scenario_lines
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
 from rbl.backends.local.backend import LocalBackend, LocalOptions, LocalServices
-from rbl.runner.run import start_run
+from rbl.runner.run import RunSettings, start_run
 
 from .conftest import run_rbl
 from .test_run import rows
@@ -159,8 +159,8 @@ def mismapped_backend(rewrite: Callable[[dict], dict], fault_scale: float = 1.0)
             return self.forwarded[library]
 
     class MismappedBackend(LocalBackend):
-        def start(self, header, run_dir, logs):
-            local = super().start(header, run_dir, logs)
+        def start(self, header, run_dir, logs, prepared):
+            local = super().start(header, run_dir, logs, prepared)
             return Mismapped(local.logs, local.libraries, local.options, local.max_users)
 
     return MismappedBackend
@@ -170,7 +170,7 @@ def run_space(tmp_path: Path, spec: str, backend, allow: bool = False, jars: dic
     space = compile_source(spec, "mismapped.rbl").space
     options = LocalOptions(seed=1, client_jars=dict(jars or {}))
     return start_run(plan_header(space), iter_scenario_lines(space), tmp_path / "out", backend(options),
-                     Console(stderr=True, quiet=True), allow_violations=allow)
+                     Console(stderr=True, quiet=True), RunSettings(allow_violations=allow))
 
 
 def broken(out: Path) -> dict[str, set[str]]:

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rbl.runner.executor import Executor
 from rbl.store.results import RunDirectory
 from rbl.store.run_order import rounds_per_scenario
 from rbl.store.shards import Shard, select
+
+from .conftest import vu_row
 
 # the plan of test_run_hostile.py: 2 fault rates x 3 rounds of 2 users
 from .test_run_hostile import HEADER, LINES, SCENARIOS
@@ -26,7 +27,7 @@ FAST = ("--resamples", "100")              # the report's statistics are not wha
 
 def round_rows(scenario: dict, round_number: int) -> list[dict]:
     """The rows of one round, as the executor writes them."""
-    return [Executor._row(None, scenario, round_number, HEADER["clients"][0], {},
+    return [vu_row(scenario, round_number, HEADER["clients"][0], {},
                           {"vu": vu, "total_us": 1000 + 10 * vu + round_number, "stopped_by": "successes",
                            "version": "1", "calls": [{"ok": True, "requests": [[0, 500, 200]]}]}, "t0", "t1")
             for vu in (1, 2)]
@@ -93,7 +94,6 @@ def traceback_free(out: str, err: str) -> str:
     text = out + err
     assert "Traceback" not in text and "internal error" not in text, text
     return " ".join(text.split())
-
 
 # -- defect 1 and its siblings: nothing read through a link or from a FIFO ----------------------------
 def test_merge_copies_nothing_a_shards_logs_link_points_at(cli, work):
@@ -192,7 +192,6 @@ def test_a_line_longer_than_the_bound_is_left_out_with_its_line_number(cli, work
     assert "R/results.jsonl:13: longer than 1 MB" in text
     # the line after it is read as the line after it: a repeat of line 1
     assert "line 14 repeats user 1 of round 1" in text
-
 
 # -- defect 3 and its siblings: numbers, NaN, nesting, encoding ------------------------------------------
 HUGE = b"1" * 5000
@@ -311,7 +310,6 @@ def test_a_scenario_file_that_does_not_match_the_plan_is_refused(cli, work):
     code, out, err = cli("report", "R", *FAST)
     assert code == 2 and "scenarios.jsonl holds 1 scenarios, but the plan's size is 2" in traceback_free(out, err)
 
-
 # -- defect 4: repeated rows are reported, never counted twice --------------------------------------------
 def test_merge_refuses_a_round_whose_rows_repeat_a_user(cli, work):
     """Before: a round of users [1, 1] passed as complete (a duplicate key, a user missing), exit 0."""
@@ -364,7 +362,6 @@ def test_a_round_failed_in_two_sessions_is_listed_once(cli, work):
     assert code == 0, traceback_free(out, err)
     cells = {c["scenarioId"]: c for c in json.loads((run / "report" / "cells.json").read_text())}
     assert cells[SCENARIOS[1]["id"]]["status"] == "failed rounds: 2"
-
 
 # -- defect 5: damaged shard metadata ------------------------------------------------------------------------
 @pytest.mark.parametrize("change, expected", [

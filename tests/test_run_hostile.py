@@ -28,13 +28,14 @@ from rbl.compiler.expand import iter_scenario_lines
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
 from rbl.errors import EXIT_ENVIRONMENT, EXIT_STORAGE, StorageError, UsageError
-from rbl.runner import executor as executor_module, run as run_module
+from rbl.runner import closed_loop as closed_loop_module, run as run_module
 from rbl.store import durable
 from rbl.dataplane.target_token import TOKEN_HEADER
+from rbl.runner.backend import Prepared
 from rbl.runner.liveness import ServicesLost, probe_target
 from rbl.store.results import PARTIAL, RunDirectory
 
-from .conftest import run_rbl
+from .conftest import run_rbl, vu_row
 from .test_run import rows, start_run_in_background
 
 SPEC = """space h {
@@ -71,9 +72,9 @@ class OwnServices:
     def __init__(self, services):
         self.services = services
 
-    def check(self, header, console): pass
+    def check(self, header, console): return Prepared()
     def session_settings(self): return {}
-    def start(self, header, run_dir, logs): return self.services
+    def start(self, header, run_dir, logs, prepared): return self.services
 
 
 class FakeBackend:
@@ -82,6 +83,7 @@ class FakeBackend:
 
     proxy_kind = "fake"
     proxy_version = None
+    target_description = ""
 
     def __init__(self, lose_after: int | None = None, probe=None):
         self.fault = FakeFault()
@@ -116,7 +118,7 @@ def fake_job(address, job, timeout):
 @pytest.fixture
 def scripted(monkeypatch):
     """run(backend, out) -> exit code of start_run; resume(backend, out) likewise."""
-    monkeypatch.setattr(executor_module, "post_job", fake_job)
+    monkeypatch.setattr(closed_loop_module, "post_job", fake_job)
     console = Console(file=io.StringIO(), width=200)
     monkeypatch.setattr(run_module, "print_summary", lambda *args: None)
 
@@ -291,7 +293,7 @@ def test_resume_after_a_full_disk_gives_each_row_once(scripted, tmp_path, monkey
 
 
 def _fresh_scripted(monkeypatch):
-    monkeypatch.setattr(executor_module, "post_job", fake_job)
+    monkeypatch.setattr(closed_loop_module, "post_job", fake_job)
     monkeypatch.setattr(run_module, "print_summary", lambda *args: None)
     console = Console(file=io.StringIO())
 
@@ -347,7 +349,7 @@ def _finished_run(tmp_path: Path) -> Path:
     out = tmp_path / "out"
     run = RunDirectory.create(out, HEADER, LINES)
     for round_number in (1, 2):
-        run.append_round([executor_module.Executor._row(None, SCENARIOS[0], round_number, HEADER["clients"][0], {},
+        run.append_round([vu_row(SCENARIOS[0], round_number, HEADER["clients"][0], {},
                                                          fake_job(None, {"vu": vu}, 0)[0], "t0", "t1")
                           for vu in (1, 2)])
     run.close()

@@ -9,12 +9,13 @@ import sys
 import pytest
 
 from rbl.errors import UsageError
-from rbl.runner.executor import Executor
 from rbl.runner.fault_control import runtime_values
 from rbl.store.metrics import percentile, vu_metrics
 from rbl.backends.local.processes import Service, ServiceNotReady
 from rbl.store.results import RunDirectory
 from rbl.clients.protocol import CallLog
+
+from .conftest import vu_row
 
 OBSERVATION = {
     "total_us": 100_000,
@@ -82,7 +83,7 @@ SCENARIO = {"id": "a", "index": 0, "fault": {"kind": "abort", "rate": 0, "status
 
 def _row(scenario: str, round_number: int, vu: int, users: int = 2) -> dict:
     observation = {"vu": vu, "total_us": 1000, "calls": [{"ok": True, "requests": [[0, 500, 200]]}]}
-    row = Executor._row(None, {**SCENARIO, "id": scenario, "users": users}, round_number, HEADER["clients"][0],
+    row = vu_row({**SCENARIO, "id": scenario, "users": users}, round_number, HEADER["clients"][0],
                         {}, observation, "t0", "t1")
     return row
 

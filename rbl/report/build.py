@@ -24,6 +24,7 @@ from .findings_view import print_findings
 from .run_facts import hosts
 from .keyed_table import NumberColumn, print_keyed_table
 from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
+from ..plan_records import ClientKind, client_kind, is_open_loop
 
 KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS,
                  *PATTERN_COLUMNS,
@@ -186,7 +187,7 @@ def unmeasured(cells: list, metrics: list[str]) -> set[tuple[str, str]]:
     for cell in cells:
         rows = [row for rows in cell.rounds.values() for row in rows]
         for metric in metrics:
-            other_loop = (metric in OPEN_LOOP_COLUMNS) != ("load" in cell.scenario)
+            other_loop = (metric in OPEN_LOOP_COLUMNS) != is_open_loop(cell.scenario)
             if rows and ((other_loop and all(row.get(metric) is None for row in rows))
                          or not any(metric in row for row in rows)):
                 found.add((cell.scenario["id"], metric))
@@ -195,7 +196,7 @@ def unmeasured(cells: list, metrics: list[str]) -> set[tuple[str, str]]:
 
 def print_table(records: list[dict], metrics: list[str], console: Console,
                 not_measured: set[tuple[str, str]] = frozenset()) -> None:
-    open_loop = any("load" in r for r in records)          # the load column only where there is one
+    open_loop = any(is_open_loop(r) for r in records)      # the load column only where there is one
     columns = [NumberColumn("fault %"), NumberColumn("users"), *([NumberColumn("load", "left")] if open_loop else []),
                *(NumberColumn(METRIC_TITLES.get(m, m)) for m in metrics), NumberColumn("status", "left")]
     rows = []
@@ -238,7 +239,7 @@ def _default_metrics(run_dir: Path) -> list[str]:
         return [*(DEFAULT_METRICS if _has_closed_loop(run_dir) else ()), *OPEN_LOOP_DEFAULT_METRICS]
     try:
         clients = json.loads((run_dir / "plan.json").read_text(encoding="utf-8")).get("clients", [])
-        mesh = any(isinstance(c, dict) and c.get("service") == "mesh" for c in clients)
+        mesh = any(isinstance(c, dict) and client_kind(c) is ClientKind.MESH for c in clients)
     except (OSError, ValueError, AttributeError, RecursionError):
         mesh = False                     # the plan's own checks report a damaged plan later
     return [*DEFAULT_METRICS, *(MESH_DEFAULT_METRICS if mesh else ())]

@@ -12,6 +12,7 @@ from ..store.results import MANIFEST, RESULTS, RunDirectory
 from ..store.run_reader import DOCUMENT_LIMIT, check_member
 from .labels import METRIC_TITLES as TITLES, Labeller, load_text
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
+from ..plan_records import is_open_loop
 
 DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
 METRIC_TITLES = TITLES      # one wording for the summary, tables and figures (labels.py)
@@ -132,7 +133,7 @@ def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> lis
         record = {"scenarioId": cell.scenario["id"], "client": cell.client, "library": cell.library,
                   "pattern": cell.pattern, "configuration": configuration_label(cell.scenario, labeller),
                   "faultRate": cell.fault_rate, "users": cell.users, "status": cell.status}
-        if "load" in cell.scenario:        # an open-loop scenario: its load tells its cells apart
+        if is_open_loop(cell.scenario):        # an open-loop scenario: its load tells its cells apart
             record["load"] = load_text(cell.scenario).removeprefix("load ")
         for metric in metrics:
             e = cell.estimates[metric]

@@ -28,6 +28,7 @@ from .cells import Cell, load_cells
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
 from .stats import Difference, difference, interval_method, rounds_t_difference
+from ..plan_records import is_open_loop
 
 DEFAULT_DIFF_METRICS = ("successTimePerRequest", "totalExecutionTime", "totalRequests")
 # open-loop runs are compared on the overload papers' metrics (as their reports are)
@@ -38,7 +39,7 @@ def default_diff_metrics(run_a: Path, run_b: Path) -> list[str]:
     """The metrics `rbl diff` compares without --metric: the overload ones when either run is open-loop."""
     def open_loop(run: Path) -> bool:
         try:
-            return "load" in RunDirectory(run).plan_header()
+            return is_open_loop(RunDirectory(run).plan_header())
         except Exception:                    # a damaged run directory is reported by the diff itself
             return False
     return list(OPEN_LOOP_DIFF_METRICS if open_loop(run_a) or open_loop(run_b) else DEFAULT_DIFF_METRICS)

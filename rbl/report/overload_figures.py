@@ -26,6 +26,7 @@ from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
 from .figures import PALETTE, MARKERS, write_figure, plt
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
+from ..plan_records import LOAD_KEY
 
 CLASS_COLOURS = {"success": "#228833", "failed": "#EE6677", "circuit_broken": "#AA3377", "timed_out": "#CCBB44",
                  "rejected": "#BBBBBB"}
@@ -71,7 +72,7 @@ def x_axis(cells: list[Cell]) -> tuple[str, object, str | None]:
 def condition(scenario: dict, varying: set[str]) -> str:
     """What a scenario's client ran under, as far as it varies in the run."""
     parts = []
-    if "load" in varying:
+    if LOAD_KEY in varying:
         parts.append(load_text(scenario) or "closed loop")
     if "fault" in varying:
         parts.append(f"fault {scenario['fault']['rate']:g}%")

@@ -4,16 +4,35 @@ A backend answers one question: given a plan, how do the target, the fault proxy
 services come up, where do they listen, and how do they go away. Everything else (order, rounds,
 fault switching, metrics, results, resume) is the runner's, once for every backend. The CLI picks
 the backend; the runner only calls these methods.
+
+This module is a seam: the backends import from the runner only this module, fault_control.py,
+liveness.py, notices.py and interrupts.py (tests/test_layers.py holds them to it).
+A second kind of backend, WholeRunBackend, runs whole runs elsewhere (each shard's pod runs the
+local backend there) and gives back their finished run directory; the CLI dispatches on the kind.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ContextManager, Protocol
+from typing import ContextManager, Iterable, Mapping, Protocol, runtime_checkable
 
 from rich.console import Console
 
 from .fault_control import FaultControl
+
+
+class RoundFailed(Exception):
+    """A round could not be completed; the message is the reason recorded in failures.jsonl. The
+    backends raise it too, for a client's sidecar that died during a round."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a backend's check prepared, before anything starts: handed back to its start."""
+
+    client_artifacts: Mapping[str, Path] = field(default_factory=dict)   # library -> its built client
+    loadgen: Path | None = None          # the open-loop load generator, when the plan needs one
 
 
 class Services(Protocol):
@@ -22,6 +41,7 @@ class Services(Protocol):
     proxy_kind: str                          # the fault proxy that runs: "builtin" or "envoy"
     proxy_version: str | None                # its release (Envoy's, or rbl's for the built-in one)
     fault: FaultControl | None               # the proxy's admin API (set once the proxy is up)
+    target_description: str                  # what runs as the target (replicas, workers, CPU budgets)
 
     def target_url(self, path: str, library: str | None = None) -> str:
         """The URL a client service sends its requests to: the target's path through the proxy (for
@@ -63,13 +83,27 @@ class Backend(Protocol):
     # apart from theirs (other_work.py); containers run under the engine, not under the runner
     samples_other_work: bool
 
-    def check(self, header: dict, console: Console) -> None:
+    def check(self, header: dict, console: Console) -> Prepared:
         """Everything the plan needs of the machine, checked (and clients built) before anything
         is created or started; raises EnvironmentMissing or UsageError."""
 
     def session_settings(self) -> dict:
         """This backend's settings, recorded in the manifest's session (e.g. the proxy's seed)."""
 
-    def start(self, header: dict, run_dir: Path, logs: Path) -> ContextManager[Services]:
+    def start(self, header: dict, run_dir: Path, logs: Path, prepared: Prepared) -> ContextManager[Services]:
         """The plan's services, started on entering and stopped on leaving (success, failure or
         Ctrl-C); their logs go to `logs`, artifacts the backend writes to `run_dir`."""
+
+
+@runtime_checkable
+class WholeRunBackend(Protocol):
+    """A backend that runs whole runs elsewhere (a cluster's pods, each running the local backend)
+    and brings their results back as one run directory; the runner's loop runs there, not here."""
+
+    name: str
+
+    def run(self, header: dict, scenario_lines: Iterable[str], out: Path, console: Console) -> int:
+        """A new run into `out`; the exit code of the run."""
+
+    def resume(self, out: Path, console: Console) -> int:
+        """Continue the run of `out` where its unfinished parts stopped."""

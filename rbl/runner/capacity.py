@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..store.open_metrics import open_loop_metrics
-from .open_loop import classify, run_load
+from ..plan_records import LOAD_KEY, load_of
+from .load_generator import classify, run_load
 
 START_RPS = 25
 MAX_RPS = 20_000
@@ -127,12 +128,17 @@ def calibrate(binary: Path, url: str, slo_ms: float, work: Path, say: Callable[[
             "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "steps": steps}
 
 
+def calibration_header(header: dict) -> dict:
+    """The plan a calibration starts services for: the spec's target alone (no client services),
+    driven open loop by the load generator, so a backend prepares exactly that."""
+    return {**header, "clients": [], LOAD_KEY: header.get(LOAD_KEY) or {"kind": "open", "axes": [], "settings": {}}}
+
+
 def needs_capacity(scenarios) -> bool:
     """Whether any open-loop scenario gives a rate as a share without fixing the capacity."""
     for scenario in scenarios:
-        load = scenario.get("load")
-        if load and "capacity_rps" not in load and (
-                "share" in load["rate"] or "share" in (load["profile"].get("peak") or {})):
+        load = load_of(scenario)
+        if load is not None and load.capacity_rps is None and load.rates_given_as_share():
             return True
     return False
 
@@ -140,8 +146,9 @@ def needs_capacity(scenarios) -> bool:
 def slo_of(scenarios) -> float:
     """The bound capacity is measured against: the plan's load.slo (the first, when it varies)."""
     for scenario in scenarios:
-        if "load" in scenario:
-            return float(scenario["load"]["slo_ms"])
+        load = load_of(scenario)
+        if load is not None:
+            return load.slo_ms
     return DEFAULT_SLO_MS
 
 

@@ -25,13 +25,13 @@ def dry_run(header: dict, lines: Iterable[str], backend: Backend, console: Conso
     from ..estimate import estimate, sample_lines
     from .run import proxy_name
 
-    backend.check(header, console)
+    prepared = backend.check(header, console)
     libraries = {c["library"]: c["service"] for c in header["clients"]}
     with tempfile.TemporaryDirectory(prefix="rbl-dry-run-") as work:
         logs = Path(work) / "logs"
         logs.mkdir()
         console.print("dry run: starting the services ...", highlight=False)
-        with backend.start(header, Path(work), logs) as services:
+        with backend.start(header, Path(work), logs, prepared) as services:
             probe = services.target_probe()
             problem = probe_target(*probe) if probe else None
             if problem:

@@ -1,4 +1,4 @@
-"""An open-loop round's send times, from its load record (rbl/compiler/workload.py): the rate over
+"""An open-loop round's send times, from its load (store/plan_records.py's Load): the rate over
 time (the profile) and the arrival process. Computed here, once, so the load generator only
 follows a list, and the same scenario and round always get the same schedule (seeded by both).
 
@@ -18,6 +18,8 @@ import math
 import random
 from typing import Callable, Iterator
 
+from ..plan_records import Load
+
 NS = 1_000_000_000
 
 
@@ -30,10 +32,10 @@ def rate_rps(rate: dict, capacity_rps: float | None) -> float:
     return rate["share"] * capacity_rps
 
 
-def rate_function(load: dict, capacity_rps: float | None) -> tuple[Callable[[float], float], float]:
+def rate_function(load: Load, capacity_rps: float | None) -> tuple[Callable[[float], float], float]:
     """(rate at time t in seconds, the highest rate) for a load record."""
-    base = rate_rps(load["rate"], capacity_rps)
-    profile, duration = load["profile"], float(load["duration_s"])
+    base = rate_rps(load.rate, capacity_rps)
+    profile, duration = load.profile, load.duration_s
     if profile["kind"] == "constant":
         return (lambda t: base), base
     peak = rate_rps(profile["peak"], capacity_rps)
@@ -51,13 +53,13 @@ def rate_function(load: dict, capacity_rps: float | None) -> tuple[Callable[[flo
     raise ValueError(f"unknown load profile {profile['kind']!r}")
 
 
-def send_offsets(load: dict, capacity_rps: float | None, seed: str) -> Iterator[int]:
+def send_offsets(load: Load, capacity_rps: float | None, seed: str) -> Iterator[int]:
     """Each request's send time in ns from the round's start, in order, up to the load's duration."""
     rate_at, highest = rate_function(load, capacity_rps)
-    duration = float(load["duration_s"])
+    duration = load.duration_s
     if highest <= 0:
         return
-    if load["arrivals"] == "constant":
+    if load.arrivals == "constant":
         t = 0.0
         while t < duration:
             yield round(t * NS)
@@ -73,9 +75,9 @@ def send_offsets(load: dict, capacity_rps: float | None, seed: str) -> Iterator[
             yield round(t * NS)
 
 
-def expected_requests(load: dict, capacity_rps: float | None, step_s: float = 0.01) -> float:
+def expected_requests(load: Load, capacity_rps: float | None, step_s: float = 0.01) -> float:
     """The integral of the rate over the round (what a schedule holds on average)."""
     rate_at, _ = rate_function(load, capacity_rps)
-    duration = float(load["duration_s"])
+    duration = load.duration_s
     steps = max(1, int(duration / step_s))
     return sum(rate_at((i + 0.5) * duration / steps) for i in range(steps)) * duration / steps

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import platform
 import re
-import signal
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -29,11 +29,13 @@ from ..report.other_work import shared_machine_note
 from ..store import shards
 from ..store.durable import is_storage_error, storage_error
 from ..store.plan_file import check_header
+from ..plan_records import is_open_loop
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from ..store.shards import Shard
-from .backend import Backend
-from .executor import DEFAULT_ROUND_TIMEOUT, Executor, RunOutcome
+from .backend import Backend, Prepared
+from .executor import DEFAULT_ROUND_TIMEOUT, ExecutionSettings, Executor, RunOutcome
+from .interrupts import sigterm_as_interrupt
 from .other_work import OtherWork
 from .progress import RunProgress
 from .summary import print_failures, print_summary
@@ -48,14 +50,26 @@ def default_run_dir(name) -> Path:
     return Path("runs") / f"{safe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
-def start_run(header: dict, scenario_lines: Iterable[str], out: Path, backend: Backend,
-              console: Console, round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
-              order_seed: int | None = None, allow_violations: bool = False, shard: Shard | None = None) -> int:
-    run_order = choose_order(header, order, order_seed)          # a bad --order before anything exists
+@dataclass(frozen=True)
+class RunSettings:
+    """What `rbl run` asks of the runner beyond the plan and the backend, decided once by the command."""
+
+    round_timeout: float = DEFAULT_ROUND_TIMEOUT
+    order: str | None = None              # --order: sequential, randomized or blocked (else the plan's)
+    order_seed: int | None = None
+    allow_violations: bool = False        # exit 0 even when a client broke an oracle
+    shard: Shard | None = None            # --shard I/N: this run's part of the plan (a new run only)
+    observers: tuple = ()                 # ticked during every round (round.py's Observer)
+
+
+def start_run(header: dict, scenario_lines: Iterable[str], out: Path, backend: Backend, console: Console,
+              settings: RunSettings = RunSettings()) -> int:
+    run_order = choose_order(header, settings.order, settings.order_seed)   # a bad --order before anything exists
     check_order_fits(run_order, header)
+    shard = settings.shard
     if shard is not None:
         shards.check_fits(shard, header)
-    backend.check(header, console)          # everything the plan needs, before anything is created
+    prepared = backend.check(header, console)       # everything the plan needs, before anything is created
     libraries = [c["library"] for c in header["clients"]]
     run = RunDirectory.create(out, header, scenario_lines, _new_manifest(header, list(dict.fromkeys(libraries))))
     try:
@@ -63,14 +77,13 @@ def start_run(header: dict, scenario_lines: Iterable[str], out: Path, backend: B
         if shards.apply(run, header, shard, rounds_per_scenario(header)):
             console.print(f"shard {shard}: {run.read_manifest()['shard']['scenarios']} of {header['size']} scenarios",
                           highlight=False)
-        return _execute(run, header, backend, console, round_timeout, run_order, allow_violations)
+        return _execute(run, header, backend, prepared, console, settings, run_order)
     finally:
         run.close()
 
 
-def resume_run(out: Path, backend: Backend, console: Console, spec_sha256: str | None = None,
-               round_timeout: float = DEFAULT_ROUND_TIMEOUT, order: str | None = None,
-               order_seed: int | None = None, allow_violations: bool = False) -> int:
+def resume_run(out: Path, backend: Backend, console: Console, settings: RunSettings = RunSettings(),
+               spec_sha256: str | None = None) -> int:
     run = RunDirectory.resume(out)
     try:
         header = run.plan_header()
@@ -78,14 +91,14 @@ def resume_run(out: Path, backend: Backend, console: Console, spec_sha256: str |
         if spec_sha256 and header["source"]["sha256"] != spec_sha256:
             raise UsageError(f"the spec changed since {out} was started",
                              hint="resume without the spec argument, or start a new run")
-        run_order = _resumed_order(run, header, order, order_seed, console)
+        run_order = _resumed_order(run, header, settings.order, settings.order_seed, console)
         shards.apply(run, header, shards.recorded_shard(run.read_manifest()), rounds_per_scenario(header))
-        backend.check(header, console)
+        prepared = backend.check(header, console)
         for warning in run.warnings:
             console.print(f"warning: {warning}", highlight=False, markup=False)
         console.print(f"resuming {out}: {len(run.completed)} of {header['runs']} rounds already done",
                       highlight=False)
-        return _execute(run, header, backend, console, round_timeout, run_order, allow_violations)
+        return _execute(run, header, backend, prepared, console, settings, run_order)
     finally:
         run.close()
 
@@ -105,20 +118,8 @@ def _resumed_order(run: RunDirectory, header: dict, kind: str | None, seed: int 
     return recorded
 
 
-@contextmanager
-def sigterm_as_interrupt():
-    """SIGTERM stops a run like Ctrl-C does: services are stopped, finished rounds are kept."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console, round_timeout: float,
-             order: RunOrder = RunOrder(), allow_violations: bool = False) -> int:
+def _execute(run: RunDirectory, header: dict, backend: Backend, prepared: Prepared, console: Console,
+             settings: RunSettings, order: RunOrder) -> int:
     libraries = list(dict.fromkeys(c["library"] for c in header["clients"]))
     manifest = run.read_manifest() or _new_manifest(header, libraries)
     manifest["order"] = order.record()
@@ -131,26 +132,27 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
     executor: Executor | None = None
     other_work = OtherWork() if backend.samples_other_work else nullcontext()
     try:
-        with sigterm_as_interrupt(), backend.start(header, run.path, run.logs) as services:
+        with sigterm_as_interrupt(), backend.start(header, run.path, run.logs, prepared) as services:
             session["proxy"] = services.proxy_kind
             session["proxyVersion"] = services.proxy_version
             if services.proxy_kind == "envoy":
                 manifest["versions"]["envoy"] = services.proxy_version
             console.print(f"fault proxy: {proxy_name(services.proxy_kind, services.proxy_version)}", highlight=False)
             session["pids"] = services.pids()
-            if getattr(services, "target_description", ""):
+            if services.target_description:
                 session["target"] = services.target_description
                 console.print(f"target: {services.target_description}", highlight=False)
-            open_loop = _open_loop_setup(header, run, services, console, session) if "load" in header else None
+            execution = ExecutionSettings(settings.round_timeout, order, observers=settings.observers)
+            if is_open_loop(header):
+                execution = _open_loop_setup(header, run, services, prepared, backend.name, console, session,
+                                             execution)
             for library, reported in services.client_versions().items():   # e.g. the JVM client's library
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
             run.write_manifest(manifest)
             with RunProgress(console, manifest.get("shard", {}).get("scenarios", header["size"]), rounds_per_scenario(header), Labeller(header),
                              run.scenarios, plan_size=header["size"]) as progress:
-                executor = Executor(run, services, header, progress, round_timeout, order)
-                if open_loop is not None:
-                    executor.loadgen, executor.capacity_rps = open_loop
+                executor = Executor(run, services, header, progress, execution)
                 with other_work:                   # while the rounds run: not the services' start and stop
                     executor.execute()
         outcome = executor.outcome
@@ -186,22 +188,23 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, console: Console
     if shared:
         console.print(shared, highlight=False, markup=False)
     if counts:
-        print_violations(counts, examples, console, run.path, allow_violations)
+        print_violations(counts, examples, console, run.path, settings.allow_violations)
     if outcome.failures:
         print_failures(outcome.failures, console, run.path)
         return EXIT_RUN_FAILED
-    return EXIT_RUN_FAILED if counts and not allow_violations else EXIT_OK
+    return EXIT_RUN_FAILED if counts and not settings.allow_violations else EXIT_OK
 
 
-def _open_loop_setup(header: dict, run: RunDirectory, services, console: Console, session: dict):
-    """An open-loop plan's load generator (built on first use) and the target's capacity, when a
-    rate is a share of it (stored, or calibrated now); both recorded in the session."""
+def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepared, backend: str,
+                     console: Console, session: dict, execution: ExecutionSettings) -> ExecutionSettings:
+    """An open-loop plan's load generator (the backend's check built it) and the target's capacity,
+    when a rate is a share of it (stored, or calibrated now); both recorded in the session."""
     from .capacity import CapacityError, resolve_capacity     # pyarrow: only for open-loop runs
-    from .open_loop import LoadFailed
-    binary = getattr(services, "loadgen", None)        # built by the backend's check
+    from .load_generator import LoadFailed
+    binary = prepared.loadgen
     if binary is None:
-        raise UsageError("open-loop load runs on the local backend only, for now",
-                         hint="run it without --backend (local processes)")
+        raise UsageError(f"the {backend} backend prepared no load generator for this open-loop plan",
+                         hint="run it on a backend that runs open-loop load (`rbl run --help` says which)")
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731
     try:
         record = resolve_capacity(header, run.scenarios(), services, binary, run.path / "calibration", say)
@@ -210,7 +213,7 @@ def _open_loop_setup(header: dict, run: RunDirectory, services, console: Console
                        hint="give it with `load.capacity = N` (requests per second), or use `load.rps`") from error
     if record is not None:
         session["capacity"] = record
-    return binary, record["capacity_rps"] if record else None
+    return replace(execution, loadgen=binary, capacity_rps=record["capacity_rps"] if record else None)
 
 
 def proxy_name(kind: str, version: str | None) -> str:

@@ -11,6 +11,7 @@ from rich.console import Console
 from ..report.keyed_table import NumberColumn, print_keyed_table
 from ..report.labels import METRIC_TITLES, Labeller, plural
 from ..store.results import RunDirectory
+from ..plan_records import is_open_loop
 
 
 # a mesh client's requests refused by its sidecar's pool and retried by it (median per virtual user)
@@ -80,7 +81,7 @@ def print_summary(run: RunDirectory, console: Console, proxy: str | None = None)
     overrides = run.plan_header().get("source", {}).get("overrides")
     if overrides:
         console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
-    if "load" in run.plan_header():
+    if is_open_loop(run.plan_header()):
         columns = [NumberColumn(name) for name in ["fault %", "load", *(t for t, _ in OPEN_LOOP_SUMMARY.values())]]
         title = "open-loop load, median over rounds" + (f" (fault proxy: {proxy})" if proxy else "")
         print_keyed_table(console, title, "client and configuration", columns, open_loop_rows(run))

@@ -20,6 +20,7 @@ from typing import Iterable, Iterator
 
 from ..errors import UsageError
 from ..libraries.composition import policies_of
+from ..plan_records import LOAD_KEY, is_open_loop
 
 HINT = "a plan is what `rbl compile SPEC -o DIR` writes: compile the spec again rather than editing the plan"
 LINE_LIMIT = 1 << 20                    # bytes in one scenario line; real ones are well under 1 KB
@@ -146,7 +147,7 @@ def _check_header(header: dict) -> None:
     if [(c["label"], c["configurations"]) for c in breakdown["clients"]] != \
             [(c["label"], c["configurations"]) for c in clients]:
         raise PlanProblem("breakdown.clients does not match clients")
-    if ("load" in header) != ("loads" in breakdown):
+    if is_open_loop(header) != ("loads" in breakdown):
         raise PlanProblem("breakdown.loads and load: an open-loop plan has both, a closed-loop plan neither")
     loads = breakdown.get("loads", 1)
     size = faults * users * loads * sum(c["configurations"] for c in clients)
@@ -232,7 +233,7 @@ class _ScenarioCheck:
         self.fault = {k: v for k, v in fault.items() if k != "rates"}
         self.rates = _members(fault["rates"])
         self.users = _members(header["users"])
-        self.open_loop = "load" in header
+        self.open_loop = is_open_loop(header)
         self.index = 0
 
     def __call__(self, scenario: object) -> None:
@@ -250,7 +251,7 @@ class _ScenarioCheck:
             raise PlanProblem(f"fault {_show(fault)} is not one of the plan's faults")
         if not self.users(scenario["users"]):
             raise PlanProblem(f"users {scenario['users']} is not one of the plan's user counts")
-        if ("load" in scenario) != self.open_loop:
+        if is_open_loop(scenario) != self.open_loop:
             raise PlanProblem("load: " + ("every scenario of an open-loop plan has one" if self.open_loop
                                           else "a closed-loop plan's scenarios have none"))
         for key in ("successes", "max_requests"):
@@ -281,7 +282,7 @@ def _shape_problem(s: object) -> str | None:
     """The schema's scenario definition, as code; None when the scenario has that shape."""
     if type(s) is not dict:
         return "not an object"
-    keys = _SCENARIO_KEYS | {"load"} if "load" in s else _SCENARIO_KEYS
+    keys = _SCENARIO_KEYS | {LOAD_KEY} if is_open_loop(s) else _SCENARIO_KEYS
     if s.keys() != keys:
         missing, extra = sorted(keys - s.keys()), sorted(map(str, s.keys() - keys))
         return f"missing {', '.join(missing)}" if missing else f"unexpected {_short(', '.join(extra))}"
@@ -312,7 +313,7 @@ def _shape_problem(s: object) -> str | None:
         policies_of(s["pattern"], config)
     except ValueError as error:
         return f"config: {error}"
-    if "load" in s:       # open-loop plans are small: the schema itself checks their loads
+    if is_open_loop(s):       # open-loop plans are small: the schema itself checks their loads
         return _schema_problem(s, "scenario")
     return None
 

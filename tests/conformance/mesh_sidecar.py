@@ -23,7 +23,7 @@ from rbl.backends.envoy_binary import INSTALL_ADVICE, envoy_binary, envoy_versio
 from rbl.backends.net import HOST, free_port
 from rbl.backends.sidecar import Sidecar
 from rbl.backends.sidecar_config import SidecarAddresses
-from rbl.runner.executor import strategy_for
+from rbl.runner.closed_loop import strategy_for
 
 from ..live_services import Proxy, start_envoy, wait_for
 from .checks import post

@@ -27,7 +27,7 @@ from rich.console import Console
 from ... import __version__
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
-from ...runner.executor import RoundFailed
+from ...runner.backend import Prepared, RoundFailed
 from ...runner.fault_control import FaultControl
 from ..deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, TARGET_SERVICE, Layout,
                           Service, client_libraries)
@@ -86,7 +86,7 @@ class DockerBackend:
         if self.options.network not in NETWORKS:
             raise UsageError(f"--network must be one of {', '.join(NETWORKS)}, got {self.options.network!r}")
 
-    def check(self, header: dict, console: Console) -> None:
+    def check(self, header: dict, console: Console) -> Prepared:
         """A deployment for the plan (a bad --image fails here) and a reachable engine; the clients
         are built inside their images, so no local java or mvn is needed."""
         deployment, _ = plan_deployment(header, self.options.images)
@@ -94,11 +94,12 @@ class DockerBackend:
             raise EnvironmentMissing(deployment.warnings[0], hint="the docker backend runs only client services "
                                                                    "it can build or that you name with --image")
         connect()
+        return Prepared()              # the images build the clients when the services start
 
     def session_settings(self) -> dict:
         return {"network": self.options.network}
 
-    def start(self, header: dict, run_dir: Path, logs: Path) -> "DockerServices":
+    def start(self, header: dict, run_dir: Path, logs: Path, prepared: Prepared) -> "DockerServices":
         return DockerServices(run_dir, logs, header, self.options)
 
 

@@ -161,7 +161,7 @@ def _run_shards(cluster: Cluster, work: Path, out: Path, shards: list[int], coun
         next(e for e in env if e["name"] == "RBL_SHARD_LIST")["value"] = ",".join(map(str, shards))
     states = {k: ShardState(k) for k in shards}
     (work / "pod-logs").mkdir(exist_ok=True)
-    from ...runner.run import sigterm_as_interrupt
+    from ...runner.interrupts import sigterm_as_interrupt
     try:
         with sigterm_as_interrupt():           # SIGTERM cleans up as Ctrl-C does
             _create(cluster, docs, name)

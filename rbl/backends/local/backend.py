@@ -21,8 +21,9 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Mapping
 
 from rich.console import Console
 
@@ -30,10 +31,11 @@ from ...clients.protocol import max_jobs_arguments
 from ...compiler.plan import axis_largest
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
+from ...plan_records import is_open_loop
 from ...runner.fault_control import FaultControl
-from ...runner.executor import RoundFailed
+from ...runner.backend import Prepared, RoundFailed
 from ...runner.liveness import process_problem
-from ...runner.progress import BuildNotice
+from ...runner.notices import BuildNotice
 from ..client_builds import BUILT_CLIENTS, RECIPES, client_artifact, client_command, client_jar
 from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
 from ..net import HOST, free_port, reported_version
@@ -49,7 +51,7 @@ DEATH_GRACE_S = 1.0               # how long a service whose admin API broke off
 OPEN_LOOP_CONNECTIONS = 2048      # the load generator's connections at most (runner/open_loop.py)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LocalOptions:
     # gunicorn workers serving httpbin: one per core (more only adds contention with the proxy
     # and the clients on the same machine; see bench/proxy_overhead.py) ...
@@ -57,9 +59,8 @@ class LocalOptions:
     threads: int = 16                # ... each with this many threads (gthread: keep-alive, and
                                      # 150 virtual users are not queued behind 4 sync workers)
     proxy: str = "auto"              # auto: real Envoy when it is installed, else rbl's proxy (proxy.py)
-    seed: int | None = None          # the built-in proxy's fault decision seed
-    client_jars: dict[str, Path] = field(default_factory=dict)   # library -> jar (--client-jar, or built)
-    loadgen: Path | None = None      # open-loop plans: the load generator rbl-load (built on first use)
+    seed: int | None = None          # the built-in proxy's fault decision seed [default: random, recorded]
+    client_jars: Mapping[str, Path] = field(default_factory=dict)   # library -> the user's --client-jar/-dir/-bin
 
 
 class LocalBackend:
@@ -69,36 +70,41 @@ class LocalBackend:
     samples_other_work = True
 
     def __init__(self, options: LocalOptions | None = None):
-        self.options = options or LocalOptions()
+        options = options or LocalOptions()
         # a bad --proxy, or --seed with --proxy envoy, before a run directory exists
-        self.proxy = choose_proxy(self.options.proxy, seeded=self.options.seed is not None)
-        if self.options.seed is None and self.proxy.kind == "builtin":   # random, but recorded: repeatable
-            self.options.seed = random.randrange(2**32)
+        self.proxy = choose_proxy(options.proxy, seeded=options.seed is not None)
+        if options.seed is None and self.proxy.kind == "builtin":   # random, but recorded: repeatable
+            options = replace(options, seed=random.randrange(2**32))
+        self.options = options
 
-    def check(self, header: dict, console: Console) -> None:
-        """The plan's libraries and toolchains, then the clients built (or found in the cache)."""
+    def check(self, header: dict, console: Console) -> Prepared:
+        """The plan's libraries and toolchains, then the clients built (or found in the cache) and,
+        for an open-loop plan, the load generator."""
         if self.proxy.note:
             console.print(self.proxy.note, highlight=False, markup=False)
         check_requirements(header["clients"], self.options.client_jars)
+        artifacts = dict(self.options.client_jars)
         for client in header["clients"]:
             library, kind = client["library"], client["service"]
             if kind in BUILT_CLIENTS:
                 with BuildNotice(console) as notice:     # a first build takes a while: say it is alive
-                    self.options.client_jars[library] = client_jar(kind, self.options.client_jars.get(library),
-                                                                   say=notice.say)
-        if "load" in header:
+                    artifacts[library] = client_jar(kind, self.options.client_jars.get(library), say=notice.say)
+        loadgen = None
+        if is_open_loop(header):
             with BuildNotice(console) as notice:
-                self.options.loadgen = client_artifact("loadgen", say=notice.say)
+                loadgen = client_artifact("loadgen", say=notice.say)
+        return Prepared(client_artifacts=artifacts, loadgen=loadgen)
 
     def session_settings(self) -> dict:
         seed = {"proxy_seed": self.options.seed} if self.proxy.kind == "builtin" else {}
         return {**seed, "target_workers": self.options.workers, "target_threads": self.options.threads}
 
-    def start(self, header: dict, run_dir: Path, logs: Path) -> "LocalServices":
+    def start(self, header: dict, run_dir: Path, logs: Path, prepared: Prepared) -> "LocalServices":
         libraries = {c["library"]: c["service"] for c in header["clients"]}
         # open-loop load: a client may hold as many calls at once as the load generator opens
-        users = OPEN_LOOP_CONNECTIONS if "load" in header else axis_largest(header["users"])
-        return LocalServices(logs, libraries, self.options, users, self.proxy, header.get("target"))
+        users = OPEN_LOOP_CONNECTIONS if is_open_loop(header) else axis_largest(header["users"])
+        return LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
+                             self.proxy, header.get("target"))
 
 
 class LocalServices:
@@ -118,7 +124,6 @@ class LocalServices:
         self.target_port = 0
         self.target = target or {}                   # the plan's target: path, cpus, replicas, noisy_cpus
         self.budgets: list[CpuBudget] = []
-        self.loadgen = options.loadgen
         self.target_description = ""                 # what runs as the target, and which budget is enforced
         self.proxy_port = 0
         self.admin_port = 0

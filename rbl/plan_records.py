@@ -1,0 +1,81 @@
+"""Typed views of a plan's records, decided once: the kind of round a scenario runs (closed or open
+loop), the kind of client it calls through (a library, or a mesh sidecar), and a scenario's `load`
+record (compiler/workload.py writes it as JSON) read by attribute.
+
+Every "is this round open loop?" and "is this a mesh client?" in rbl asks here, so a new kind of
+round or client is added in this one module, not tested for by probing dicts all over the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Mapping
+
+LOAD_KEY = "load"              # a scenario's load record; in a plan's header, the load's settings
+MESH_SERVICE = "mesh"          # the catalogue's `client` of a library enforced by a sidecar (Istio)
+
+
+class RoundKind(Enum):
+    CLOSED_LOOP = "closed"     # virtual users, each calling until its successes (the paper's rounds)
+    OPEN_LOOP = "open"         # requests sent on a schedule whatever the answers (overload)
+
+
+class ClientKind(Enum):
+    LIBRARY = "library"        # a client service calls the target through a resilience library
+    MESH = "mesh"              # a plain HTTP client behind a sidecar Envoy that holds the policies
+
+
+@dataclass(frozen=True)
+class Load:
+    """An open-loop scenario's load (compiler/workload.py's record): when requests are sent, how
+    long, and how its answers are judged."""
+
+    rate: Mapping[str, float]            # {"rps": N} or {"share": S} of the target's capacity
+    arrivals: str                        # "constant" or "poisson"
+    profile: Mapping[str, Any]           # {"kind": "constant" | "spikes" | "steps" | "ramp", ...}
+    duration_s: float
+    warmup_s: float
+    timeout_s: float
+    window_s: float
+    slo_ms: float
+    capacity_rps: float | None           # `load.capacity`: the target's capacity, given instead of calibrated
+    record: Mapping[str, Any]            # the plan's record as written (stored in the round's row)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> "Load":
+        return cls(rate=record["rate"], arrivals=record["arrivals"], profile=record["profile"],
+                   duration_s=float(record["duration_s"]), warmup_s=float(record["warmup_s"]),
+                   timeout_s=float(record["timeout_s"]), window_s=float(record["window_s"]),
+                   slo_ms=float(record["slo_ms"]), capacity_rps=record.get("capacity_rps"), record=record)
+
+    @property
+    def measured_s(self) -> float:
+        """The part of the round its metrics cover: after the warm-up."""
+        return self.duration_s - self.warmup_s
+
+    def rates_given_as_share(self) -> bool:
+        """Whether a rate (the base, or a profile's peak) needs the target's capacity."""
+        return "share" in self.rate or "share" in (self.profile.get("peak") or {})
+
+
+def load_of(scenario: Mapping[str, Any]) -> Load | None:
+    """A scenario's load, None for a closed-loop one. (An open-loop plan's header holds the load's
+    settings as the spec gave them, not a load: ask round_kind of it.)"""
+    raw = scenario.get(LOAD_KEY)
+    return Load.from_record(raw) if isinstance(raw, Mapping) else None
+
+
+def round_kind(record: Mapping[str, Any]) -> RoundKind:
+    """The kind of round a scenario runs; for a plan header, the kind of its rounds (a plan's
+    scenarios are all of one kind: store/plan_file.py checks it)."""
+    return RoundKind.OPEN_LOOP if LOAD_KEY in record else RoundKind.CLOSED_LOOP
+
+
+def is_open_loop(record: Mapping[str, Any]) -> bool:
+    return round_kind(record) is RoundKind.OPEN_LOOP
+
+
+def client_kind(client: Mapping[str, Any]) -> ClientKind:
+    """The kind of a plan's client (an entry of the header's `clients`)."""
+    return ClientKind.MESH if client.get("service") == MESH_SERVICE else ClientKind.LIBRARY

@@ -1,0 +1,162 @@
+"""The open-loop load generator, rbl-load (on vegeta's library), as a process: it sends requests on
+a schedule whatever the answers and records each one with its scheduled send time, so a slow target
+cannot hold the load back (no coordinated omission); and its CSV read as the per-request table,
+each request with one response class:
+  success         the call succeeded (library), or a 2xx came back (mesh);
+  circuit_broken  the sidecar refused it locally (Envoy flag UO: a connection-pool limit);
+  timed_out       no answer within the load's timeout, the sidecar's timeout fired (UT), or a
+                  library's timeout ended the call;
+  rejected        a library policy refused the call (a breaker, bulkhead or rate limiter: the call
+                  says which, or sent no request);
+  failed          anything else (a call a library's fallback answered included: not a success).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.compute as pc
+
+LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
+STOP_GRACE_S = 30.0                 # beyond duration + timeout, before the generator is stopped
+CALL_TIMEOUT_ERRORS = ("timeout", "deadline exceeded", "Client.Timeout")
+PR_SET_PDEATHSIG = 1
+
+
+class LoadFailed(Exception):
+    """The load generator could not run the round; the message says why."""
+
+
+class LoadRun:
+    """The load generator sending one schedule: started at once, waited on in steps (so the round's
+    frame can tick its observers meanwhile), stopped when its time is up or the run is interrupted."""
+
+    def __init__(self, binary: Path, url: str, offsets: list[int], work_dir: Path, timeout_s: float,
+                 duration_s: float, body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS):
+        work_dir.mkdir(parents=True, exist_ok=True)
+        schedule = work_dir / "schedule.txt"
+        schedule.write_text("".join(f"{offset}\n" for offset in offsets))
+        self.out = work_dir / "requests.csv"
+        argv = [str(binary), "--url", url, "--schedule", str(schedule), "--out", str(self.out),
+                "--timeout", f"{timeout_s:g}s", "--max-connections", str(max_connections)]
+        if body is not None:
+            body_file = work_dir / "body.json"
+            body_file.write_text(json.dumps(body))
+            argv += ["--method", "POST", "--body-file", str(body_file)]
+        # its output goes to files, not pipes: nobody reads a pipe while the frame waits in steps
+        self._stdout, self._stderr = work_dir / "stdout.txt", work_dir / "stderr.txt"
+        with open(self._stdout, "wb") as stdout, open(self._stderr, "wb") as stderr:
+            self.process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, preexec_fn=_stop_with_runner)
+        self.deadline = time.monotonic() + duration_s + timeout_s + STOP_GRACE_S
+
+    def wait(self, timeout_s: float) -> bool:
+        """True once the generator has exited; past its deadline it is told to stop (SIGTERM)."""
+        try:
+            self.process.wait(timeout=max(0.0, min(timeout_s, self.deadline - time.monotonic())))
+            return True
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= self.deadline:
+                self.process.send_signal(signal.SIGTERM)
+                self.deadline = float("inf")
+                try:
+                    self.process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.stop()
+                return True
+            return False
+
+    def result(self) -> tuple[Path, dict]:
+        """The CSV of its requests and the generator's summary (its last JSON line)."""
+        if self.process.returncode != 0:
+            stderr = self._stderr.read_text(errors="replace").strip()
+            raise LoadFailed(f"the load generator exited with code {self.process.returncode}: {stderr[-400:]}")
+        lines = [line for line in self._stdout.read_text(errors="replace").splitlines() if line.startswith("{")]
+        return self.out, json.loads(lines[-1]) if lines else {}
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def run_load(binary: Path, url: str, offsets: list[int], work_dir: Path, timeout_s: float, duration_s: float,
+             body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS) -> tuple[Path, dict]:
+    """Send the schedule to `url` and wait; returns the CSV of its requests and the generator's summary."""
+    load = LoadRun(binary, url, offsets, work_dir, timeout_s, duration_s, body, max_connections)
+    try:
+        while not load.wait(3600.0):
+            pass
+        return load.result()
+    finally:
+        load.stop()
+
+
+def _stop_with_runner() -> None:
+    """In the child: SIGTERM when the runner dies, even by kill -9 (Linux), so no load outlives it."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+
+
+def classify(csv_path: Path, warmup_s: float, mesh: bool) -> pa.Table:
+    """The generator's CSV as the per-request table (store/requests.py's REQUEST_SCHEMA)."""
+    text_columns = ("flags", "error", "ok", "requests", "last_status", "ending")
+    table = pacsv.read_csv(csv_path, convert_options=pacsv.ConvertOptions(
+        column_types={name: pa.string() for name in text_columns}, strings_can_be_null=False))
+    scheduled_ns = pc.cast(table["scheduled_ns"], pa.float64())
+    sent_ns = pc.cast(table["sent_ns"], pa.float64())
+    latency_ns = pc.cast(table["latency_ns"], pa.float64())
+    status = table["status"].to_pylist()
+    answered = [code != 0 for code in status]
+    response_ms = [(s - sch + lat) / 1e6 if ok else None
+                   for sch, s, lat, ok in zip(scheduled_ns.to_pylist(), sent_ns.to_pylist(), latency_ns.to_pylist(),
+                                              answered)]
+    flags = table["flags"].to_pylist()
+    errors = table["error"].to_pylist()
+    oks = table["ok"].to_pylist()
+    requests = [int(r) if r else None for r in table["requests"].to_pylist()]
+    endings = table["ending"].to_pylist()
+    classes = [_response_class(code, flag, error, ok, sent, mesh, ending)
+               for code, flag, error, ok, sent, ending in zip(status, flags, errors, oks, requests, endings)]
+    scheduled_s = pc.divide(scheduled_ns, 1e9)
+    return pa.table({
+        "seq": table["seq"], "scheduled_s": scheduled_s,
+        "lag_ms": pc.divide(pc.subtract(sent_ns, scheduled_ns), 1e6),
+        "response_ms": pa.array(response_ms, pa.float64()), "status": pa.array(status, pa.int32()),
+        "cls": pa.array(classes, pa.string()), "requests": pa.array(requests, pa.int32()),
+        "flags": pa.array(flags, pa.string()),
+        "warmup": pc.less(scheduled_s, warmup_s),
+    })
+
+
+def _response_class(status: int, flags: str, error: str, ok: str, requests: int | None, mesh: bool,
+                    ending: str = "") -> str:
+    if status == 0:
+        return "timed_out" if any(word in error for word in CALL_TIMEOUT_ERRORS) else "failed"
+    if mesh:
+        if 200 <= status < 300:
+            return "success"
+        if "UO" in flags.split(","):
+            return "circuit_broken"
+        return "timed_out" if "UT" in flags.split(",") else "failed"
+    if status != 200 or ok == "":
+        return "failed"               # the client service itself refused or broke the call
+    if ok == "1":
+        return "success"
+    if ending == "timed_out":
+        return "timed_out"            # the library's timeout ended the call
+    if ending.startswith("rejected:"):
+        return "rejected"             # a breaker, bulkhead or rate limiter refused it
+    if ending == "fallback":
+        return "failed"               # the fallback answered: the target did not succeed
+    return "rejected" if requests == 0 else "failed"

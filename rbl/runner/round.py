@@ -1,0 +1,201 @@
+"""The frame of every round, closed or open loop: check the services, set the fault, configure the
+client, read the counters, let a driver drive (ticking observers while it does), read the counters
+again, check that the services still run, and have the driver turn what it saw into rows.
+
+Drivers (closed_loop.py, open_loop.py) only drive and make rows from what they drove; they never
+call back into the frame. A driver's `start` returns at once with a handle the frame waits on in
+short steps, so observers run *during* a round: every `interval_s` the frame ticks each one with
+the round's live state (elapsed time, the proxy's and the sidecar's counters so far). That is the
+hook an adaptive controller needs to retune a policy while the load runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from ..plan_records import ClientKind, Load, client_kind, load_of
+from .backend import RoundFailed, Services
+from .liveness import ServicesLost, probe_target
+
+DRAIN_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class RoundSetup:
+    """One round as the frame prepared it for its driver."""
+
+    scenario: dict
+    round_number: int
+    client: dict                        # the plan header's record of the scenario's client
+    client_kind: ClientKind
+    load: Load | None                   # an open-loop round's load; None for virtual users
+    target_url: str                     # the target's path through the proxy (or the client's sidecar)
+    client_address: tuple[str, int]     # where the client service takes jobs and calls
+    instance: str                       # the key of the round's shared pattern instances
+    warmup: bool                        # a warm-up round: stored, flagged, left out of the report
+
+    @property
+    def library(self) -> str:
+        return self.scenario["library"]
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The proxy's counters over the round, and a mesh client's sidecar's (None for a library's)."""
+
+    proxy: dict[str, int]
+    sidecar: dict[str, int] | None
+
+
+@dataclass(frozen=True)
+class RoundMoment:
+    """What an observer sees when the frame ticks it during a round."""
+
+    setup: RoundSetup
+    elapsed_s: float
+    counters: Counters                  # since the round's start, read at this tick
+
+
+class Observer(Protocol):
+    """Ticked by the frame every `interval_s` while a round's driver drives."""
+
+    interval_s: float
+
+    def tick(self, moment: RoundMoment) -> None: ...
+
+
+class Driving(Protocol):
+    """A round being driven: the frame waits on it in steps and takes its result once done."""
+
+    def wait(self, timeout_s: float) -> bool: ...       # True once the driving is over
+    def result(self) -> Any: ...                        # what was driven; raises RoundFailed
+    def stop(self) -> None: ...                         # end it early (an interrupt); no-op once over
+
+
+class Driver(Protocol):
+    def start(self, setup: RoundSetup) -> Driving: ...
+
+    def rows(self, setup: RoundSetup, driven: Any, counters: Counters, times: tuple[str, str]) -> list[dict]:
+        """The round's rows of results.jsonl, with their oracle violations."""
+
+    def busy_s(self, setup: RoundSetup, driven: Any) -> float:
+        """How long the round's own work took (the rest of its wall time is the runner's)."""
+
+    def settle_s(self, setup: RoundSetup) -> float | None:
+        """After the round, how long the target may take to work off its queue (None: no wait)."""
+
+
+@dataclass
+class RoundTiming:
+    """Where a round's wall time went: the driven work vs the runner's overhead."""
+
+    wall_s: float
+    longest_vu_s: float
+
+    @property
+    def overhead_s(self) -> float:
+        return self.wall_s - self.longest_vu_s
+
+
+class RoundFrame:
+    """Runs one round of a scenario with the driver of its kind, on the run's services."""
+
+    def __init__(self, services: Services, header: dict, session: str, observers: tuple[Observer, ...] = ()):
+        self.services = services
+        self.header = header
+        self.session = session
+        self.observers = observers
+        self.clients = {c["label"]: c for c in header["clients"]}
+
+    def run(self, scenario: dict, round_number: int, driver: Driver) -> tuple[list[dict], RoundTiming]:
+        begin = time.perf_counter()
+        setup = self._prepare(scenario, round_number)
+        fault = self.services.fault
+        sidecar_before = self.services.client_counters(setup.library)
+        fault.reset_counters()
+        started = _now()
+        driving = driver.start(setup)
+        try:
+            driven = self._drive(setup, driving, sidecar_before, begin)
+        finally:
+            driving.stop()
+        ended = _now()
+        counters = Counters(fault.counters(), _increase(sidecar_before, self.services.client_counters(setup.library)))
+        # a service that died or was replaced during the round: its rows measured something else
+        self.check_services(setup.library, through_proxy=False)
+        settle = driver.settle_s(setup)
+        if settle is not None:
+            self._drain(settle)
+        rows = driver.rows(setup, driven, counters, (started, ended))
+        return rows, RoundTiming(time.perf_counter() - begin, driver.busy_s(setup, driven))
+
+    def _prepare(self, scenario: dict, round_number: int) -> RoundSetup:
+        """Services checked, the scenario's fault set and confirmed, the client configured."""
+        library = scenario["library"]
+        self.check_services(library, through_proxy=True)
+        self.services.fault.apply(scenario["fault"])
+        # a mesh client's sidecar takes the configuration's policies (nothing for a library client)
+        self.services.configure_client(library, scenario["pattern"], scenario["config"])
+        client = self.clients[scenario["client"]]
+        return RoundSetup(scenario, round_number, client, client_kind(client), load_of(scenario),
+                          self.services.target_url(self.header["target"]["path"], library),
+                          self.services.client_address(library),
+                          f"{self.session}/{scenario['id']}/{round_number}",
+                          round_number <= self.header.get("warmup", 0))
+
+    def _drive(self, setup: RoundSetup, driving: Driving, sidecar_before, begin: float):
+        """Wait for the driving to end, ticking each observer on its own interval meanwhile."""
+        due = {id(observer): begin + observer.interval_s for observer in self.observers}
+        while True:
+            step = min(due.values(), default=time.perf_counter() + 3600.0) - time.perf_counter()
+            if driving.wait(max(0.0, step)):
+                return driving.result()
+            now = time.perf_counter()
+            ticked = [observer for observer in self.observers if due[id(observer)] <= now]
+            if ticked:
+                counters = Counters(self.services.fault.counters(),
+                                    _increase(sidecar_before, self.services.client_counters(setup.library)))
+                for observer in ticked:
+                    observer.tick(RoundMoment(setup, now - begin, counters))
+                    due[id(observer)] = now + observer.interval_s
+
+    def check_services(self, library: str, through_proxy: bool) -> None:
+        """The target, the proxy and this round's client service still run as the runner's own
+        children; with `through_proxy`, a request through the proxy also reaches the run's own target."""
+        for owner, why in self.services.lost_services():
+            if owner is None:
+                raise ServicesLost(why)
+            if owner == library:
+                raise RoundFailed(why)          # a client service is restarted, as when it dies mid-round
+        probe = self.services.target_probe() if through_proxy else None
+        if probe is not None:
+            self.services.fault.clear()          # the last round's fault would abort or delay the probe
+            problem = probe_target(*probe)
+            if problem:
+                raise ServicesLost(problem)
+
+    def _drain(self, seconds: float) -> None:
+        """Wait until the target has worked off what queued at it (a request through the proxy is
+        answered by it again), so the next round starts on an idle target; the next round's own
+        check says if it never does."""
+        probe = self.services.target_probe()
+        if probe is None:
+            return
+        self.services.fault.clear()
+        deadline = time.monotonic() + seconds
+        while probe_target(*probe) is not None and time.monotonic() < deadline:
+            time.sleep(DRAIN_POLL_S)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _increase(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, int] | None:
+    """A sidecar's counters over one round; None for a client without a sidecar."""
+    if before is None or after is None:
+        return None
+    return {name: after[name] - before.get(name, 0) for name in after}
