@@ -1,0 +1,61 @@
+"""`rbl calibrate`: the capacity of a spec's target on this machine, for open-loop load given as a share of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import RblError
+from .options import SpecArg
+from .spec_input import compile_spec
+
+
+def calibrate(spec: Path = SpecArg,
+              force: bool = typer.Option(False, "--force", help="Measure again even when a capacity is stored."),
+              proxy: str = typer.Option("auto", "--proxy", help="The fault proxy the runs will use: auto, envoy "
+                                                                 "or builtin (capacity is stored per proxy)."),
+              workers: Optional[int] = typer.Option(None, "--workers", min=1,
+                                                    help="gunicorn workers per target replica without a CPU "
+                                                         "budget [default: one per core].")):
+    """Measure the spec's target's capacity on this machine: the highest rate of successful
+    requests whose p95 response time stays under the spec's `load.slo` (default 100 ms), through
+    the fault proxy at 0% faults. Stored per machine and target; open-loop specs that give
+    `load.rate` as a share of capacity use it."""
+    import tempfile
+    from rich.console import Console
+    from ..backends.local.backend import LocalBackend, LocalOptions
+    from ..compiler.plan import plan_header
+    from ..compiler.expand import iter_scenarios
+    from ..runner.capacity import (calibrate as measure, calibration_header, slo_of, store_capacity, stored_capacity,
+                                   target_key)
+    console = Console(stderr=True)
+    space = compile_spec(spec).space
+    header = plan_header(space)
+    slo_ms = slo_of(iter_scenarios(space)) if space.workload is not None else 100.0
+    options = LocalOptions(proxy=proxy) if workers is None else LocalOptions(proxy=proxy, workers=workers)
+    backend = LocalBackend(options)
+    key = target_key(header["target"], backend.proxy.kind, slo_ms)
+    stored = stored_capacity(key)
+    if stored is not None and not force:
+        typer.echo(f"{stored['capacity_rps']:g}")
+        console.print(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again",
+                      highlight=False)
+        return
+    target_only = calibration_header(header)
+    prepared = backend.check(target_only, console)          # the load generator, built on first use
+    with tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
+        (Path(work) / "logs").mkdir()
+        with backend.start(target_only, Path(work), Path(work) / "logs", prepared) as services:
+            console.print(f"target: {services.target_description}; fault proxy: {backend.proxy.describe()}",
+                          highlight=False)
+            console.print(f"calibrating {header['target']['path']}: p95 under {slo_ms:g} ms", highlight=False)
+            record = measure(prepared.loadgen, services.target_url(header["target"]["path"]), slo_ms,
+                             Path(work) / "steps", say=lambda text: console.print(text, highlight=False, markup=False))
+    if record["capacity_rps"] <= 0:
+        raise RblError(f"the target did not serve even the first step with p95 under {slo_ms:g} ms",
+                       hint="give it more CPU (target.cpus) or less work per request")
+    path = store_capacity(key, record)
+    typer.echo(f"{record['capacity_rps']:g}")
+    console.print(f"capacity: {record['capacity_rps']:g} req/s (stored in {path})", highlight=False)

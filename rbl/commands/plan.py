@@ -1,0 +1,46 @@
+"""`rbl plan`: a spec's size, its factor breakdown, its runs and their estimated duration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .options import RoundsOpt, SetOpt, SpecArg, UsersOpt
+from .spec_input import compile_spec, spec_overrides
+
+
+def plan(spec: Path = SpecArg,
+         json_output: bool = typer.Option(False, "--json", help="Print the size and breakdown as JSON."),
+         mapping: bool = typer.Option(False, "--mapping", help="Show, per configuration, each client's native "
+                                      "parameters and the waits (or breaker behaviour) they produce, side by side "
+                                      "across libraries."),
+         request_time: Optional[float] = typer.Option(None, "--request-time", min=0.01, metavar="MS",
+                                                      help="Milliseconds one request takes on the machine that "
+                                                           "will run the plan, for the estimated duration "
+                                                           "[default: 1.6; `rbl run --dry-run` measures it]."),
+         rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
+    """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, the runs and an
+    estimated duration."""
+    from ..compiler.plan import plan_header
+    from ..estimate import estimate, sample_space
+    space = compile_spec(spec, json_output, spec_overrides(rounds, users, sets)).space
+    if mapping:
+        from ..mappingview import mapping_json, mapping_text
+        typer.echo(json.dumps(mapping_json(space), indent=2) if json_output else mapping_text(space))
+        return
+    expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time)
+    if json_output:
+        header = plan_header(space)
+        keys = ("name", "size", "rounds", "runs", "breakdown", "fault", "users", "clients")
+        typer.echo(json.dumps({**{k: header[k] for k in keys},
+                               **({"overrides": list(space.overrides)} if space.overrides else {}),
+                               "estimated_seconds": round(expected.seconds, 1)}, indent=2))
+        return
+    from ..planview import plan_summary
+    typer.echo(plan_summary(space))
+    typer.echo(f"time    = {expected.text()}")
+    if space.overrides:
+        typer.echo(f"overrides: {', '.join(space.overrides)}")
