@@ -187,7 +187,7 @@ def print_diff(diff: RunDiff, console: Console) -> None:
 
 
 def default_output(run_a: Path, run_b: Path) -> Path:
-    """Where `rbl diff` writes without -o (as rbl/cli.py computes it): inside run B."""
+    """Where `rbl diff` writes without -o (as rbl/commands/diff.py computes it): inside run B."""
     return run_b / f"diff-vs-{run_a.resolve().name}"
 
 
