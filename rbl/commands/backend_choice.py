@@ -1,11 +1,17 @@
 """Which backend runs a plan for `rbl run`, and the options each backend takes: the rules that
-refuse an option the chosen backend cannot honour, and the services backend itself."""
+refuse an option the chosen backend cannot honour, and the backend itself (BackendChoice.build)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..plan_records import is_open_loop
+
+if TYPE_CHECKING:                          # imported when a run needs it: `rbl --help` stays fast
+    from ..backends.local.backend import LocalOptions
 
 BACKENDS = ("local", "docker", "kubernetes")
 
@@ -36,23 +42,64 @@ def check_backend_options(backend: str, shards: int, image: list[str]) -> None:
         raise UsageError("--image applies to --backend docker")
 
 
-def check_plan_backend(header: dict, backend: str) -> None:
-    """Open-loop load runs on the local backend only."""
-    if "load" in header and backend != "local":
-        raise UsageError(f"open-loop load (`load = open`) runs on the local backend only; --backend {backend} "
-                         "cannot run it yet", hint="leave out --backend: the local backend runs it")
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend `rbl run` chose and its options, each kind's own (only the chosen one's are set)."""
+
+    name: str
+    local: LocalOptions                  # the local backend's: target, proxy, client services
+    network: str = "bridge"              # docker's
+    images: tuple[str, ...] = ()
+    cluster: object | None = None        # kubernetes': ClusterOptions, and the Access to the cluster
+    access: object | None = None
+
+    @property
+    def runs_elsewhere(self) -> bool:
+        """Whole runs go elsewhere (a cluster's pods) rather than services starting for this runner."""
+        return self.name == "kubernetes"
+
+    def check_plan(self, header: dict) -> None:
+        """Open-loop load runs on the local backend only."""
+        if is_open_loop(header) and self.name != "local":
+            raise UsageError(f"open-loop load (`load = open`) runs on the local backend only; --backend {self.name} "
+                             "cannot run it yet", hint="leave out --backend: the local backend runs it")
+
+    def build(self):
+        """The backend itself: one that starts a plan's services for this runner (runner/backend.py's
+        Backend: processes here, or containers), or one that runs whole runs elsewhere (WholeRunBackend:
+        the kubernetes backend, whose pods each run a local backend of their own)."""
+        if self.name == "local":
+            from ..backends.local.backend import LocalBackend
+            return LocalBackend(self.local)
+        if self.name == "docker":
+            from ..backends.docker.driver import DockerBackend, DockerOptions
+            return DockerBackend(DockerOptions(network=self.network, images=list(self.images)))
+        from ..backends.kubernetes.driver import KubernetesBackend
+        return KubernetesBackend(self.cluster, self.access)
 
 
-def services_backend(backend: str, options, network: str, images: list[str]):
-    """The backend that starts a plan's services for the runner: processes here or containers;
-    None for the kubernetes backend, whose pods each run a local backend of their own."""
-    if backend == "local":
-        from ..backends.local.backend import LocalBackend
-        return LocalBackend(options)
-    if backend == "docker":
-        from ..backends.docker.driver import DockerBackend, DockerOptions
-        return DockerBackend(DockerOptions(network=network, images=images))
-    return None
+def choose_backend(backend: str, proxy: str, seed: int | None, threads: int, workers: int | None,
+                   client_jar: list[str], network: str, image: list[str], shards: int, cluster_flags: tuple,
+                   kubeconfig: str | None, context: str | None, dry_run: bool) -> BackendChoice:
+    """`rbl run`'s backend flags as one BackendChoice, or a usage error for a flag the chosen
+    backend cannot honour (checked before a run directory exists)."""
+    from ..backends.local.backend import LocalOptions
+    from ..backends.local.proxy import PROXY_KINDS
+    if proxy not in PROXY_KINDS:          # (the local backend checks the rest, before a run directory exists)
+        raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {proxy!r}")
+    local = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=client_jars(client_jar))
+    if workers is not None:
+        local = replace(local, workers=workers)
+    check_backend(backend)
+    cluster = access = None
+    if backend == "kubernetes":
+        check_cluster_run(client_jar, dry_run)
+        from ..backends.kubernetes.driver import Access
+        from .cluster import cluster_options
+        access = Access(kubeconfig, context)
+        cluster = cluster_options(shards, *cluster_flags)
+    check_backend_options(backend, shards, image)
+    return BackendChoice(backend, local, network, tuple(image), cluster, access)
 
 
 def client_jars(items: list[str]) -> dict[str, Path]:

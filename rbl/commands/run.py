@@ -7,12 +7,9 @@ from typing import Optional
 
 import typer
 
-from ..errors import UsageError
 from .after_run import maybe_report
-from .backend_choice import (check_backend, check_backend_options, check_cluster_run, check_plan_backend,
-                             client_jars, services_backend)
 from .cluster import (CpuOpt, MemoryOpt, NamespaceOpt, ParallelismOpt, PullPolicyOpt, RunnerClientsOpt,
-                      RunnerImageOpt, SharedNodesOpt, ShardsOpt, cluster_options)
+                      RunnerImageOpt, SharedNodesOpt, ShardsOpt)
 from .options import RoundsOpt, SetOpt, UsersOpt
 from .spec_input import compile_spec, spec_overrides
 
@@ -81,72 +78,52 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     Try a big spec small with --rounds 1 --users 5 (or --set); see the run with `rbl report`."""
     from rich.console import Console
 
+    from ..runner.run import RunSettings
+    from .backend_choice import choose_backend
+    from .run_options import run_options
+
+    chosen = choose_backend(backend, proxy, seed, threads, workers, client_jar, network, image, shards,
+                            (parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
+                             runner_clients), kubeconfig, context, dry_run)
+    options = run_options(spec, output, resume, shard, dry_run, report, spec_overrides(rounds, users, sets), chosen,
+                          RunSettings(round_timeout, order, order_seed, allow_violations))
+    raise typer.Exit(execute(options, Console(stderr=True, highlight=False, soft_wrap=True)))
+
+
+def execute(options, console) -> int:
+    """One `rbl run` with its options decided: resume, dry run, or a new run (here or elsewhere)."""
+    from ..runner.backend import WholeRunBackend
+    from ..runner.run import default_run_dir, resume_run, start_run
+
+    backend = options.backend.build()
+    if options.resume is not None:
+        if isinstance(backend, WholeRunBackend):
+            return maybe_report(options.resume, console, backend.resume(options.resume, console), options.report)
+        digest = compile_spec(options.spec).space.source_sha256 if options.compiles_a_spec and \
+            options.spec.suffix == ".rbl" else None
+        code = resume_run(options.resume, backend, console, options.settings, digest)
+        return maybe_report(options.resume, console, code, options.report)
+    header, lines = _plan_of(options)
+    options.backend.check_plan(header)
+    if options.dry_run:
+        from ..runner.dry_run import dry_run
+        return dry_run(header, lines, backend, console)
+    if isinstance(backend, WholeRunBackend):
+        out = options.output or default_run_dir(header["name"])
+        return maybe_report(out, console, backend.run(header, lines, out, console), options.report)
+    shard = options.settings.shard
+    out = options.output or default_run_dir(header["name"] + (f"-shard{shard.index}of{shard.count}" if shard else ""))
+    return maybe_report(out, console, start_run(header, lines, out, backend, console, options.settings), options.report)
+
+
+def _plan_of(options):
+    """The plan to run: the spec compiled (with the overrides), or a compiled plan read and checked."""
     from ..compiler.expand import iter_scenario_lines
     from ..compiler.plan import plan_header
-    from ..backends.local.backend import LocalOptions
-    from ..backends.local.proxy import PROXY_KINDS
-    from dataclasses import replace
-    from ..runner.run import RunSettings, default_run_dir, resume_run, start_run
     from ..store.plan_file import check_header, load_plan_file
-
-    if proxy not in PROXY_KINDS:          # (the local backend checks the rest, before a run directory exists)
-        raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {proxy!r}")
-    options = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=client_jars(client_jar))
-    if workers is not None:
-        options = replace(options, workers=workers)
-    check_backend(backend)
-    if backend == "kubernetes":
-        check_cluster_run(client_jar, dry_run)
-        from ..backends.kubernetes.driver import Access
-        access = Access(kubeconfig, context)
-        cluster = cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
-                                  pull_policy, runner_clients)
-    check_backend_options(backend, shards, image)
-    chosen = services_backend(backend, options, network, image)    # None: the cluster runs the services
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    overrides = spec_overrides(rounds, users, sets)
-    if resume is not None:
-        if output is not None:
-            raise UsageError("--resume continues RUN_DIR in place; do not also give -o")
-        if shard is not None:
-            raise UsageError("--resume continues RUN_DIR as the shard it was started as; do not also give --shard")
-        if backend == "kubernetes":
-            from ..backends.kubernetes.driver import resume_on_cluster
-            raise typer.Exit(maybe_report(resume, console, resume_on_cluster(resume, access, console), report))
-        if overrides or dry_run:
-            raise UsageError("--resume continues RUN_DIR with its own plan; --rounds, --users, --set and "
-                             "--dry-run apply to a new run")
-        digest = None
-        if spec is not None and spec.suffix == ".rbl":
-            digest = compile_spec(spec).space.source_sha256
-        settings = RunSettings(round_timeout, order, order_seed, allow_violations)
-        raise typer.Exit(maybe_report(resume, console, resume_run(resume, chosen, console, settings, digest), report))
-    if spec is None:
-        raise UsageError("nothing to run", "give a spec (rbl run examples/quickstart.rbl) or --resume RUN_DIR")
-    if spec.suffix == ".json" or spec.is_dir():
-        if overrides:
-            raise UsageError("--rounds, --users and --set apply to a spec (.rbl), not to a compiled plan",
-                             hint="compile the spec with them: rbl compile SPEC --rounds 1 -o DIR")
-        header, lines = load_plan_file(spec)
-    else:
-        space = compile_spec(spec, overrides=overrides).space
-        header, lines = plan_header(space), iter_scenario_lines(space)
-        check_header(header, f"the plan of {spec}")      # the runner trusts no plan, not even the compiler's
-    check_plan_backend(header, backend)
-    if dry_run:
-        from ..runner.dry_run import dry_run as check_services
-        raise typer.Exit(check_services(header, lines, chosen, console))
-    if backend == "kubernetes":
-        if shard is not None:
-            raise UsageError("--shard runs one shard here; --backend kubernetes runs --shards N of them")
-        from ..backends.kubernetes.driver import run_on_cluster
-        out = output or default_run_dir(header["name"])
-        raise typer.Exit(maybe_report(out, console, run_on_cluster(header, lines, out, cluster, access, console),
-                                      report))
-    shard_ = None
-    if shard is not None:
-        from ..store.shards import parse_shard
-        shard_ = parse_shard(shard)
-    out = output or default_run_dir(header["name"] + (f"-shard{shard_.index}of{shard_.count}" if shard_ else ""))
-    settings = RunSettings(round_timeout, order, order_seed, allow_violations, shard_)
-    raise typer.Exit(maybe_report(out, console, start_run(header, lines, out, chosen, console, settings), report))
+    if not options.compiles_a_spec:
+        return load_plan_file(options.spec)
+    space = compile_spec(options.spec, overrides=list(options.overrides)).space
+    header = plan_header(space)
+    check_header(header, f"the plan of {options.spec}")      # the runner trusts no plan, not even the compiler's
+    return header, iter_scenario_lines(space)

@@ -135,6 +135,23 @@ def resume_on_cluster(out: Path, access: Access, console: Console) -> int:
     return _merge(work, out, count, console)
 
 
+class KubernetesBackend:
+    """`rbl run --backend kubernetes`: whole runs elsewhere (runner/backend.py's WholeRunBackend),
+    each shard a pod of a Job running the local backend, the shards merged into one run here."""
+
+    name = "kubernetes"
+
+    def __init__(self, options: ClusterOptions, access: Access):
+        self.options = options
+        self.access = access
+
+    def run(self, header: dict, scenario_lines, out: Path, console: Console) -> int:
+        return run_on_cluster(header, scenario_lines, out, self.options, self.access, console)
+
+    def resume(self, out: Path, console: Console) -> int:
+        return resume_on_cluster(out, self.access, console)
+
+
 def _finished(shard_dir: Path) -> bool:
     try:
         manifest = json.loads((shard_dir / "manifest.json").read_text(encoding="utf-8"))
