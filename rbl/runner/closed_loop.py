@@ -116,7 +116,8 @@ class ClosedLoopDriver:
                               f"({type(error).__name__}: {error})") from error
         return rows
 
-    def _check_oracles(self, setup: RoundSetup, rows: list[dict], observations: list[dict], counters: Counters) -> None:
+    def _check_oracles(self, setup: RoundSetup, rows: list[dict], observations: list[dict],
+                       counters: Counters) -> None:
         """Each row's oracleViolations: its user's, then the round's (every user shares them)."""
         scenario, fault = setup.scenario, setup.scenario["fault"]
         seen, injected = _proxy_seen(fault, counters.proxy)
@@ -149,7 +150,8 @@ def user_row(setup: RoundSetup, counters: Counters, observation: dict, started: 
         "lib": scenario["library"], "strategy": scenario["pattern"],
         "faultPercentage": fault["rate"], "faultType": fault["kind"],
         "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
-        **vu_metrics(observation, sidecar=sidecar is not None, patterns=runs_measured_patterns(scenario["pattern"])),
+        **vu_metrics(observation, sidecar=setup.client_kind is ClientKind.MESH,
+                     patterns=runs_measured_patterns(scenario["pattern"])),
         "config": scenario["config"],
         "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
         "client": scenario["client"], "share": setup.client.get("share", "user"),
