@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.backends.client_builds import client_jar  # noqa: E402
+from rbl.targets.client_builds import client_jar  # noqa: E402
 from rbl.backends.local.backend import LocalOptions, LocalServices  # noqa: E402
 
 TARGET_US = 200

@@ -35,11 +35,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.backends.client_builds import client_artifact  # noqa: E402
-from rbl.backends.envoy_binary import envoy_binary  # noqa: E402
+from rbl.targets.client_builds import client_artifact  # noqa: E402
+from rbl.targets.envoy_binary import envoy_binary  # noqa: E402
 from rbl.backends.net import free_port  # noqa: E402
-from rbl.backends.sidecar import Sidecar  # noqa: E402
-from rbl.backends.sidecar_config import SidecarAddresses  # noqa: E402
+from rbl.mesh.sidecar import Sidecar  # noqa: E402
+from rbl.mesh.sidecar_config import SidecarAddresses  # noqa: E402
 from rbl.dataplane.target_token import TOKEN_ENV  # noqa: E402
 
 LAG_GOAL_MS = 1.0

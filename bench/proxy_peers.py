@@ -45,8 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.backends.envoy import EnvoyAddresses, write_envoy_config  # noqa: E402
-from rbl.backends.envoy_binary import envoy_binary, envoy_version  # noqa: E402
+from rbl.targets.envoy import EnvoyAddresses, write_envoy_config  # noqa: E402
+from rbl.targets.envoy_binary import envoy_binary, envoy_version  # noqa: E402
 from rbl.backends.local.backend import LocalOptions  # noqa: E402
 from rbl.backends.local.processes import Service  # noqa: E402
 from rbl.backends.net import free_port  # noqa: E402

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rich.console import Console  # noqa: E402
 
 from rbl.compiler.expand import iter_scenario_lines  # noqa: E402
-from rbl.backends.client_builds import client_jar  # noqa: E402
+from rbl.targets.client_builds import client_jar  # noqa: E402
 from rbl.compiler.pipeline import compile_source  # noqa: E402
 from rbl.compiler.plan import plan_header  # noqa: E402
 from rbl.runner.executor import Executor  # noqa: E402

@@ -1,7 +1,7 @@
 """Does a sidecar Envoy in a container see the runner's configuration switches, and how soon? The
 docker backend keeps a mesh client's sidecar files (rds.json, cds.json) in a directory
 bind-mounted from the run directory; the runner renames new files into it on the host
-(rbl/backends/sidecar.py) and waits until Envoy's admin API reports both updates accepted. Envoy
+(rbl/mesh/sidecar.py) and waits until Envoy's admin API reports both updates accepted. Envoy
 watches the directory with inotify; this checks that a rename on the host reaches that watch
 through the bind mount, and compares the switch time with an Envoy process on the host (what the
 local backend runs).
@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.backends.envoy_binary import envoy_binary  # noqa: E402
+from rbl.targets.envoy_binary import envoy_binary  # noqa: E402
 from rbl.backends.net import free_port  # noqa: E402
-from rbl.backends.sidecar import Sidecar, _write_json  # noqa: E402
-from rbl.backends.sidecar_config import SidecarAddresses, sidecar_bootstrap  # noqa: E402
+from rbl.mesh.sidecar import Sidecar, _write_json  # noqa: E402
+from rbl.mesh.sidecar_config import SidecarAddresses, sidecar_bootstrap  # noqa: E402
 
 INSIDE = "/etc/rbl/sidecar"
 CONFIGURATIONS = [

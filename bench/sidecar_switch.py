@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rbl.backends.envoy_binary import envoy_binary  # noqa: E402
+from rbl.targets.envoy_binary import envoy_binary  # noqa: E402
 from rbl.backends.net import free_port  # noqa: E402
-from rbl.backends.sidecar import Sidecar  # noqa: E402
-from rbl.backends.sidecar_config import SidecarAddresses, static_bootstrap  # noqa: E402
+from rbl.mesh.sidecar import Sidecar  # noqa: E402
+from rbl.mesh.sidecar_config import SidecarAddresses, static_bootstrap  # noqa: E402
 
 CONFIGURATIONS = [
     ("retry+circuit_breaker", {"retry.attempts": 2, "retry.retryOn": "5xx", "circuit_breaker.http2MaxRequests": 4}),

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends.envoy import EnvoyAddresses, write_envoy_config
-from rbl.backends.envoy_binary import envoy_binary
+from rbl.targets.envoy import EnvoyAddresses, write_envoy_config
+from rbl.targets.envoy_binary import envoy_binary
 from rbl.backends.net import free_port
 
 

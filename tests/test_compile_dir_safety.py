@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from rbl.backends.output_dir import OWN_DIRECTORIES, OWN_FILES, RECORD, safe_name, write_file
+from rbl.targets.output_dir import OWN_DIRECTORIES, OWN_FILES, RECORD, safe_name, write_file
 
 from .conftest import EXAMPLES
 

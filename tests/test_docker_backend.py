@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary
+from rbl.targets.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary
 
 from .conftest import REPO, run_rbl
 

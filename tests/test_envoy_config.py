@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rbl.backends.envoy import EnvoyAddresses, render_envoy_config, write_envoy_config
+from rbl.targets.envoy import EnvoyAddresses, render_envoy_config, write_envoy_config
 
 from .artifact_check import check_envoy
 
@@ -46,7 +46,7 @@ def test_the_plan_fault_sets_the_configured_status_and_delay():
 
 
 def test_envoy_api_definitions_accept_the_loopback_and_the_container_configs(tmp_path):
-    from rbl.backends.docker.artifacts import CONTAINER_ENVOY
+    from rbl.targets.compose.artifacts import CONTAINER_ENVOY
     local = write_envoy_config(tmp_path / "local.yaml", LOOPBACK)
     container = write_envoy_config(tmp_path / "container.yaml", CONTAINER_ENVOY, node_id="rbl-x",
                                    fault={"status": 599, "duration_ms": 1})

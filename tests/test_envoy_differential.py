@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary, envoy_version
+from rbl.targets.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary, envoy_version
 from rbl.backends.net import free_port
 from rbl.dataplane.target_token import TOKEN_ENV
 from rbl.runner.fault_control import FaultControl
@@ -285,7 +285,7 @@ def test_the_extra_pins_the_wheel_the_images_install():
     """pyproject.toml's `envoy` extra and the images' requirement name one release."""
     import tomllib
 
-    from rbl.backends.envoy_binary import ENVOY_REQUIREMENT
+    from rbl.targets.envoy_binary import ENVOY_REQUIREMENT
     extras = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]
     (pinned,) = extras["optional-dependencies"]["envoy"]
     assert pinned.split(";")[0].strip() == ENVOY_REQUIREMENT

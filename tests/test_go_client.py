@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends import client_builds
+from rbl.targets import client_builds
 
 from .conftest import run_spec
 from .test_resilience4j_client import bin_with

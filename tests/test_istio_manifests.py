@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rbl.backends.istio_manifests import translate
+from rbl.targets.istio import translate
 from rbl.libraries.composition import policies_of
 
 from .artifact_check import check_istio
@@ -206,7 +206,7 @@ def test_policies_of_splits_a_composed_configuration():
 
 
 def test_every_parameter_of_the_catalogue_has_its_istio_field():
-    from rbl.backends.istio_manifests import FIELDS
+    from rbl.targets.istio import FIELDS
     from rbl.libraries.catalogue import builtin_libraries
     patterns = builtin_libraries()["istio"].patterns
     assert {name: set(p.params) for name, p in patterns.items() if name != "baseline"} == {

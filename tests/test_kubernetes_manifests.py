@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rbl.backends.client_builds import BUILT_CLIENTS, cached_artifact, sources_digest
+from rbl.targets.client_builds import BUILT_CLIENTS, cached_artifact, sources_digest
 
 from .conftest import EXAMPLES, REPO, run_rbl
 
@@ -142,8 +142,8 @@ def test_the_runner_image_context_holds_every_client_where_the_pods_rbl_looks(tm
 
 
 def run_rbl_module(work: Path, kinds: list[str], cache: Path):
-    """The image build's last step, `python -m rbl.backends.kubernetes.image KIND...`, on this machine."""
-    return subprocess.run([sys.executable, "-m", "rbl.backends.kubernetes.image", *kinds], cwd=work,
+    """The image build's last step, `python -m rbl.targets.kubernetes.image KIND...`, on this machine."""
+    return subprocess.run([sys.executable, "-m", "rbl.targets.kubernetes.image", *kinds], cwd=work,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(cache)})
 

@@ -184,7 +184,7 @@ def test_a_runner_image_that_is_no_image_reference_is_a_usage_error(tmp_path, re
     "ghcr.io/org/runner:1@sha256:" + "a" * 64, "ubuntu",
 ])
 def test_image_references_of_every_form_are_taken(reference):
-    from rbl.backends.kubernetes.image import reference_problem
+    from rbl.targets.kubernetes.image import reference_problem
     assert reference_problem(reference) is None
 
 

@@ -57,6 +57,10 @@ def test_the_import_contracts_hold(tmp_path):
     ("store/_upward.py", "from ..runner import run"),                      # the store above the runner
     ("runner/_upward.py", "from ..backends.local import backend"),        # the runner picking a backend
     ("backends/docker/_sideways.py", "from ..local import backend"),      # one backend using another
+    ("targets/_upward.py", "from ..backends import net"),                  # a compile target using a backend
+    ("targets/compose/_sideways.py", "from .. import istio"),              # one compile target using another
+    ("mesh/_upward.py", "from ..targets import envoy"),                    # the mesh above the compile targets
+    ("mesh/_running.py", "from ..runner import liveness"),                 # the mesh importing the runner
     ("dataplane/_upward.py", "from ..runner import liveness"),            # the proxy importing the tool
     ("lang/_upward.py", "from ..libraries import catalogue"),              # the language above the catalogue
     ("libraries/_upward.py", "from ..compiler import space"),              # the catalogue above the compiler

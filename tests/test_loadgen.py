@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends.client_builds import client_artifact
+from rbl.targets.client_builds import client_artifact
 
 MS = 1_000_000  # nanoseconds
 

@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from rbl.backends.deployment import SIDECAR_DIR_IN_CONTAINER, Layout
-from rbl.backends.docker.artifacts import plan_deployment, write_artifacts
+from rbl.targets.compose.deployment import SIDECAR_DIR_IN_CONTAINER, Layout
+from rbl.targets.compose.artifacts import plan_deployment, write_artifacts
 from rbl.backends.docker.driver import DockerOptions, DockerServices
-from rbl.backends.docker.sidecars import host_sidecar
-from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary
+from rbl.targets.compose.sidecars import host_sidecar
+from rbl.targets.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary
 from rbl.backends.net import free_port
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends import client_builds
+from rbl.targets import client_builds
 
 from .conftest import EXAMPLES, run_rbl, run_spec
 from .test_resilience4j_client import bin_with

@@ -220,7 +220,7 @@ def test_allow_violations_exits_0_and_keeps_them_in_the_rows_and_the_csv(tmp_pat
 
 
 def test_a_mismapped_jvm_client_breaks_the_attempts_oracle(tmp_path):
-    from rbl.backends import client_builds
+    from rbl.targets import client_builds
     jar = client_builds.client_jar("resilience4j")
     rewrite = lambda job: _params(job, "retry", lambda p: p.update(maxAttempts=p["maxAttempts"] + 1))  # noqa: E731
     code = run_space(tmp_path, JVM_SPACE, mismapped_backend(rewrite), jars={"resilience4j": jar})

@@ -87,7 +87,7 @@ def test_every_compiled_example_is_a_valid_plan(compiled, name, fmt):
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_the_docker_backend_accepts_every_checked_plan(compiled, name):
-    from rbl.backends.docker.artifacts import plan_deployment
+    from rbl.targets.compose.artifacts import plan_deployment
     header, _ = load_plan_file(compiled[name, "jsonl"])
     deployment, _ = plan_deployment(header, [])
     assert deployment.project.startswith("rbl-")

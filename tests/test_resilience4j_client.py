@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends import client_builds
+from rbl.targets import client_builds
 
 from .conftest import run_spec
 from .test_run import rows

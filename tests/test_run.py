@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rbl.backends.envoy_binary import ENVOY_WHEEL_VERSION
+from rbl.targets.envoy_binary import ENVOY_WHEEL_VERSION
 
 from .conftest import REPO, run_rbl
 

@@ -135,8 +135,8 @@ def test_a_silent_service_times_out_with_a_clear_message(tmp_path):
 
 
 def test_clients_are_started_with_room_for_the_largest_round():
-    from rbl.backends.deployment import deployment_for
-    from rbl.backends.images import parse_image_overrides
+    from rbl.targets.compose.deployment import deployment_for
+    from rbl.targets.compose.images import parse_image_overrides
     from rbl.clients.protocol import MAX_JOBS, max_jobs_arguments
     assert max_jobs_arguments(MAX_JOBS - 100) == ()
     assert max_jobs_arguments(1000) == ("--max-jobs", "1016")

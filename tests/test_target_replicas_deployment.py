@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from rbl.backends.deployment import Layout
-from rbl.backends.docker.artifacts import plan_deployment, write_artifacts
+from rbl.targets.compose.deployment import Layout
+from rbl.targets.compose.artifacts import plan_deployment, write_artifacts
 from rbl.backends.docker.driver import DockerOptions, DockerServices
-from rbl.backends.envoy_binary import envoy_binary
+from rbl.targets.envoy_binary import envoy_binary
 from rbl.compiler.pipeline import compile_source
 from rbl.compiler.plan import plan_header
 

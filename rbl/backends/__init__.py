@@ -1,5 +1,5 @@
-"""The places a plan runs, one package each, making its artifacts and driving them: local
-(processes on this machine, the embedded default), docker (compose file, build context, Docker
-SDK) and kubernetes (manifests, runner image, a Job of shards). Beside them, what they share: the
-deployment model, the Envoy config, image choices, compile's output directory, client builds and
-rbl's own package as images get it."""
+"""The run backends of `rbl run`, one package each, bringing a plan's services up for the runner:
+local (processes on this machine, the embedded default), docker (the compose deployment's
+containers, through a Docker engine) and kubernetes (a Job of shards on a cluster, merged).
+What they bring up comes from rbl/targets (what `rbl compile` writes) and rbl/mesh (a mesh
+client's sidecar); net.py is what they share here (loopback addresses, free ports)."""

@@ -29,8 +29,8 @@ def cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_no
                     runner_clients=None):
     """The cluster options as the kubernetes manifests take them; a usage error for a bad image
     reference, or for --runner-clients without the --runner-image it describes."""
-    from ..backends.kubernetes.manifests import ClusterOptions
-    from ..backends.kubernetes.image import RUNNER_CLIENTS, check_image_reference, parse_runner_clients
+    from ..targets.kubernetes.manifests import ClusterOptions
+    from ..targets.kubernetes.image import RUNNER_CLIENTS, check_image_reference, parse_runner_clients
     if runner_image is not None:          # `--runner-image ''` too: not a silent fallback to rbl's image
         check_image_reference(runner_image)
     if runner_clients is not None and not runner_image:

@@ -45,8 +45,8 @@ def compile_(spec: Path = SpecArg,
     """Compile a spec into its plan (the ordered scenario list of Algorithm 1) and the files that
     stand the experiment up: docker-compose.yaml, envoy/envoy.yaml and the docker build context
     (or, with --target, a cluster's manifests or a mesh's Istio policies)."""
-    from ..backends.docker.artifacts import plan_deployment, write_artifacts
-    from ..backends.output_dir import CompileDirectory
+    from ..targets.compose.artifacts import plan_deployment, write_artifacts
+    from ..targets.output_dir import CompileDirectory
     from ..compiler.expand import iter_scenario_lines
     from ..compiler.plan import FORMATS, plan_header, write_json_plan, write_plan, write_scenarios
 
@@ -64,7 +64,7 @@ def compile_(spec: Path = SpecArg,
         raise UsageError("--runner-image and --runner-clients describe the pods of --target kubernetes",
                          hint="the compose target builds its images (or takes them with --image NAME=REF)")
     if target == "kubernetes" and runner_image is not None:
-        from ..backends.kubernetes.image import check_image_reference
+        from ..targets.kubernetes.image import check_image_reference
         check_image_reference(runner_image)          # before the spec is compiled
     space = compile_spec(spec, overrides=spec_overrides(rounds, users, sets)).space
     if str(output) != "-":
@@ -79,12 +79,12 @@ def compile_(spec: Path = SpecArg,
         return
     header = plan_header(space)
     if target == "istio":
-        from ..backends.istio_manifests import MeshOptions, compile_istio
+        from ..targets.istio import MeshOptions, compile_istio
         compile_istio(space, header, output, fmt, force, MeshOptions(service or "target", namespace or "default"),
                       say=lambda text: typer.echo(text, err=True))
         return
     if target == "kubernetes":
-        from ..backends.kubernetes.manifests import compile_kubernetes
+        from ..targets.kubernetes.manifests import compile_kubernetes
         cluster = cluster_options(shards, parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image,
                                   pull_policy, runner_clients)
         compile_kubernetes(space, header, output, fmt, force, cluster, say=lambda text: typer.echo(text, err=True))

@@ -24,7 +24,7 @@ def check_plan_fits(space, spec: Path, output: Path, fmt: str, target: str) -> N
                          hint=f"stream the scenarios instead, in constant memory: `rbl compile "
                               f"{shlex.quote(str(spec))} -o - --format jsonl` (the first arrive at once); {smaller}")
     if target == "kubernetes":
-        from ..backends.kubernetes.manifests import CONFIGMAP_LIMIT
+        from ..targets.kubernetes.manifests import CONFIGMAP_LIMIT
         from ..compiler.expand import iter_scenario_lines
         total = 0
         for count, line in enumerate(iter_scenario_lines(space), 1):      # stops past the limit

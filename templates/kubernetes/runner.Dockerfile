@@ -23,6 +23,6 @@ RUN cp -r /opt/rbl-clients/. "$(python3 -c 'import os, rbl; print(os.path.dirnam
     && rm -rf /opt/rbl-clients
 COPY {{ cache }} /opt/rbl-cache
 # fails the build when a client is not where the pod's rbl will look, or its runtime is missing
-RUN python3 -m rbl.backends.kubernetes.image {{ clients | join(" ") }}
+RUN python3 -m rbl.targets.kubernetes.image {{ clients | join(" ") }}
 WORKDIR /tmp
 CMD ["rbl", "--help"]

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from rbl.backends import client_builds
+from rbl.targets import client_builds
 
 from ..live_services import Proxy, start_envoy
 from .profiles import PROFILES

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
-from rbl.backends.envoy_binary import INSTALL_ADVICE, envoy_binary, envoy_version
+from rbl.targets.envoy_binary import INSTALL_ADVICE, envoy_binary, envoy_version
 from rbl.backends.net import HOST, free_port
-from rbl.backends.sidecar import Sidecar
-from rbl.backends.sidecar_config import SidecarAddresses
+from rbl.mesh.sidecar import Sidecar
+from rbl.mesh.sidecar_config import SidecarAddresses
 from rbl.runner.closed_loop import strategy_for
 
 from ..live_services import Proxy, start_envoy, wait_for

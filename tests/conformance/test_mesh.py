@@ -1,5 +1,5 @@
 """The mesh client (`--library istio`) passes the conformance checks that apply to it, through a
-real sidecar Envoy configured by rbl's Istio translation (rbl/backends/sidecar_config.py), rbl's
+real sidecar Envoy configured by rbl's Istio translation (rbl/mesh/sidecar_config.py), rbl's
 fault proxy (real Envoy) and a recording target; a mis-mapped translation fails them.
 
 What applies of the library checks: health, the protocol's replies and 400s, baseline's one
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from rbl.backends import sidecar as sidecar_module
+from rbl.mesh import sidecar as sidecar_module
 
 from . import checks
 from .mesh_checks import (attempts_problems, backoff_problems, longer_backoff_problems, pool_problems,

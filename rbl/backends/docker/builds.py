@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 from ...errors import RblError
-from ..deployment import Deployment
+from ...targets.compose.deployment import Deployment
 
 
 def build_images(engine, deployment: Deployment, context: Path, logs: Path) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The docker backend: the services of the compose file `rbl compile` writes (one model,
-rbl/backends/deployment.py), built and run through the Docker SDK, driven by the same executor,
-fault control and client protocol as the local backend.
+rbl/targets/compose/deployment.py), built and run through the Docker SDK, driven by the same
+executor, fault control and client protocol as the local backend.
 
 Images are built from the run's own copy of the artifacts (RUN_DIR/deployment/; builds.py), so
 an unchanged image is reused across runs. Each run gets its own containers (and, on a bridge
@@ -9,7 +9,7 @@ interrupted. Services bind loopback (host network) or live in the run's network 
 127.0.0.1 ports published. A mesh client's sidecar Envoy is a container whose network namespace
 its client joins (deployment.sidecar_service); the runner switches its configuration by renaming
 files into its bind-mounted xDS directory and reads its admin API on a published port, as the
-local backend does with a sidecar process (sidecar.py).
+local backend does with a sidecar process (rbl/mesh/sidecar.py).
 """
 
 from __future__ import annotations
@@ -27,17 +27,18 @@ from rich.console import Console
 from ... import __version__
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
+from ...mesh.sidecar import Sidecar, SidecarError
 from ...runner.backend import Prepared, RoundFailed
 from ...runner.fault_control import FaultControl
-from ..deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, TARGET_SERVICE, Layout,
-                          Service, client_libraries)
-from ..envoy_binary import ENVOY_WHEEL_VERSION
+from ...targets.compose.artifacts import plan_deployment, write_artifacts
+from ...targets.compose.deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, TARGET_SERVICE,
+                                           Layout, Service, client_libraries)
+from ...targets.compose.sidecars import host_sidecar, upstream_of
+from ...targets.compose.target_replicas import (ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port,
+                                                save_endpoint_stats)
+from ...targets.envoy_binary import ENVOY_WHEEL_VERSION
 from ..net import HOST, free_port, reported_version
-from ..sidecar import Sidecar, SidecarError
-from .artifacts import plan_deployment, write_artifacts
 from .builds import build_images
-from .sidecars import host_sidecar, upstream_of
-from .target_replicas import ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port, save_endpoint_stats
 
 NETWORKS = ("bridge", "host")
 SIDECAR_DEATH_GRACE_S = 3.0      # how long a sidecar whose admin API broke off may take to be seen stopped

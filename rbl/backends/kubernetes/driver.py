@@ -2,7 +2,7 @@
 through the official `kubernetes` Python client (docs/backends.md, Running on a cluster).
 
 0. A plan whose client services the runner image does not hold is refused before anything is
-   created (image.py: what rbl's image holds, or what --runner-clients says).
+   created (rbl/targets/kubernetes/image.py: what rbl's image holds, or what --runner-clients says).
 1. The manifests `rbl compile --target kubernetes` writes are written to OUT.shards/kubernetes/rbl.yaml
    and exactly those documents are created (a resume changes only the Job's completions, its
    parallelism and RBL_SHARD_LIST, the shards it re-runs).
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .manifests import (COLLECTED_FILE, DONE_MARKER, MANIFEST_FILE, RESULTS_MOUNT, RUN_LABEL,
-                                   ClusterOptions, check_image, plan_document, render_manifests, run_name)
+from ...targets.kubernetes.manifests import (COLLECTED_FILE, DONE_MARKER, MANIFEST_FILE, RESULTS_MOUNT, RUN_LABEL,
+                                             ClusterOptions, check_image, plan_document, render_manifests, run_name)
 from ...errors import EXIT_RUN_FAILED, EnvironmentMissing, UsageError
 
 POLL_S = 2.0

@@ -36,11 +36,11 @@ from ...runner.fault_control import FaultControl
 from ...runner.backend import Prepared, RoundFailed
 from ...runner.liveness import process_problem
 from ...runner.notices import BuildNotice
-from ..client_builds import BUILT_CLIENTS, RECIPES, client_artifact, client_command, client_jar
-from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
+from ...targets.client_builds import BUILT_CLIENTS, RECIPES, client_artifact, client_command, client_jar
+from ...targets.envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
 from ..net import HOST, free_port, reported_version
-from ..sidecar import Sidecar, SidecarError
-from ..sidecar_config import SidecarAddresses
+from ...mesh.sidecar import Sidecar, SidecarError
+from ...mesh.sidecar_config import SidecarAddresses
 from .cpu_budget import CpuBudget, budget_name, create_budget
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
@@ -231,7 +231,7 @@ class LocalServices:
         self.fault = FaultControl(HOST, self.admin_port)
 
     def _start_envoy(self, target_ports: list[int]) -> None:
-        from ..envoy import EnvoyAddresses, write_envoy_config
+        from ...targets.envoy import EnvoyAddresses, write_envoy_config
         self.proxy_port, self.admin_port = free_port(), free_port()
         addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=HOST,
                                    upstream_port=target_ports[0], bind_host=HOST,

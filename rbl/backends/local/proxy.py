@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ... import __version__
 from ...errors import EnvironmentMissing, UsageError
-from ..envoy_binary import INSTALL_ADVICE, envoy_binary, envoy_version
+from ...targets.envoy_binary import INSTALL_ADVICE, envoy_binary, envoy_version
 
 PROXY_KINDS = ("auto", "builtin", "envoy")
 

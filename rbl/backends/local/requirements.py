@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ...errors import EnvironmentMissing
 from ...clients.python.strategies import LIBRARIES as PYTHON_LIBRARIES
-from ..client_builds import RECIPES, needs_build
-from ..envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary
+from ...targets.client_builds import RECIPES, needs_build
+from ...targets.envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary
 
 # Client services the local backend can start, by the catalogue's `client` setting, and the
 # libraries each serves (its --library choices).

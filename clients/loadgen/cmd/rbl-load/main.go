@@ -6,7 +6,7 @@
 //	         [--timeout 30s] [--max-connections 10000] [--flags-header x-rbl-response-flags]
 //
 // Only loopback targets are loaded (checked on the URL and again on every socket's address).
-// rbl builds it on first use (rbl/backends/client_builds.py) and caches it as loadgen-HASH.
+// rbl builds it on first use (rbl/targets/client_builds.py) and caches it as loadgen-HASH.
 package main
 
 import (

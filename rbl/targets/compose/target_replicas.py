@@ -9,7 +9,7 @@ The proxy gets a container of its own so that no replica shares its budget with 
 filtering. A plan without resources keeps the single target container (proxy and httpbin).
 
 This module takes and returns the deployment's Service records without importing their module
-(rbl/backends/deployment.py imports this one); the driver's part (the limit each container got,
+(rbl/targets/compose/deployment.py imports this one); the driver's part (the limit each container got,
 what the run prints) is at the end.
 """
 

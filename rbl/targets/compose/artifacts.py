@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..deployment import CLIENT_SOURCES, COMPOSE_LAYOUT, Deployment, Layout, built_image_names, deployment_for
+from .deployment import CLIENT_SOURCES, COMPOSE_LAYOUT, Deployment, Layout, built_image_names, deployment_for
 from ..envoy import EnvoyAddresses, render_envoy_config
-from ..images import ImageChoice, parse_image_overrides
+from .images import ImageChoice, parse_image_overrides
 from ..output_dir import write_file
 from ..packaging import copy_client_sources, copy_rbl_package
 from .compose import BUILD_CONTEXT, COMPOSE_FILE, build_context_files, render_compose

@@ -3,7 +3,7 @@ a first route and cluster) and the Sidecar the docker backend drives it through 
 
 The files live in envoy/sidecar-LIBRARY/ (RUN_DIR/deployment/ for a run), bind-mounted at
 /etc/rbl/sidecar; the bootstrap names the container's paths. The runner switches configurations
-as on the local backend (rbl/backends/sidecar.py): it renames new rds.json and cds.json into that
+as on the local backend (rbl/mesh/sidecar.py): it renames new rds.json and cds.json into that
 directory on the host, and Envoy's file watch inside the container sees the rename through the
 bind mount (a watch on the directory, which a bind mount shares; measured: bench/sidecar_bind_mount.py).
 """
@@ -14,9 +14,9 @@ import ipaddress
 import json
 from pathlib import Path
 
-from ..deployment import SIDECAR_DIR_IN_CONTAINER, Deployment, Service, sidecar_directory
-from ..sidecar import Sidecar
-from ..sidecar_config import SidecarAddresses, cluster, discovery_response, route_configuration, sidecar_bootstrap
+from .deployment import SIDECAR_DIR_IN_CONTAINER, Deployment, Service, sidecar_directory
+from ...mesh.sidecar import Sidecar
+from ...mesh.sidecar_config import SidecarAddresses, cluster, discovery_response, route_configuration, sidecar_bootstrap
 
 FIRST_VERSION = 1
 

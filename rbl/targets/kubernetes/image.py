@@ -2,7 +2,7 @@
 client service rbl builds, so a pod runs a plan of any of rbl's libraries as a machine does.
 
 The clients are built on the compiling machine by the code a local run uses
-(backends/client_builds.py: Maven, npm, go; cached in ~/.cache/rbl/clients) and copied into the
+(targets/client_builds.py: Maven, npm, go; cached in ~/.cache/rbl/clients) and copied into the
 build context under the names that cache gives them, with the client sources beside them. The
 image points XDG_CACHE_HOME at its copy, so the pod's `rbl run` finds each client where a local
 run looks for it (by the digest of the sources the image carries); the image build needs no

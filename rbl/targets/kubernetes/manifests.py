@@ -11,7 +11,7 @@ rbl.dev/run=NAME so that whoever created them can find and delete them all:
     copied its run directory out (or a timeout), and exits with rbl's exit code.
 Isolation: requests equal limits (Guaranteed QoS: the CPU the shard measures with is its own),
 and a required pod anti-affinity on the node (no two shards share a node) unless the user allows
-it. `rbl run --backend kubernetes` applies exactly these documents (driver.py).
+it. `rbl run --backend kubernetes` applies exactly these documents (rbl/backends/kubernetes/driver.py).
 The runner image (kubernetes/image/, image.py) holds every client service rbl builds;
 the Job's annotation rbl.dev/runner-clients says which, and a plan needing others is refused.
 """

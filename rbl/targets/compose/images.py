@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .. import __version__
-from ..errors import UsageError
-from .envoy_binary import ENVOY_WHEEL_VERSION
+from ... import __version__
+from ...errors import UsageError
+from ..envoy_binary import ENVOY_WHEEL_VERSION
 
 BASE_IMAGES = {
     "python": "python:3.11-slim",                # target (httpbin, rbl's proxy) and Python clients

@@ -1,4 +1,4 @@
-"""What the images of the docker and Kubernetes backends get of rbl itself: its Python package
+"""What the images of the compose and Kubernetes targets get of rbl itself: its Python package
 (with the Python client service and the client protocol), its runtime requirements, and the
 sources of the client services built in other languages."""
 

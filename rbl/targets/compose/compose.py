@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...templating import render, template_dir
-from ..deployment import ADMIN_PORT, Deployment
+from .deployment import ADMIN_PORT, Deployment
 from ..envoy_binary import ENVOY_REQUIREMENT
-from ..images import ImageChoice
+from .images import ImageChoice
 from ..packaging import runtime_requirements
 
 COMPOSE_FILE = "docker-compose.yaml"

@@ -8,7 +8,7 @@ client library the plan uses, and the runner on the host talking to published lo
 A mesh client (istio) is a plain client container in the network namespace of a sidecar Envoy
 container, as a mesh injects its proxy into a pod (sidecar_service). A plan that sets the
 target's resources (target.cpus, target.replicas) gets one container per replica under its CPU
-limit and the proxy in a container of its own (docker/target_replicas.py).
+limit and the proxy in a container of its own (target_replicas.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from ..compiler.plan import axis_largest
-from ..clients.protocol import max_jobs_arguments
-from .docker.target_replicas import PROXY_ROLE, has_resources, split_target
+from ...compiler.plan import axis_largest
+from ...clients.protocol import max_jobs_arguments
+from .target_replicas import PROXY_ROLE, has_resources, split_target
 from .images import ImageChoice
 
 PROXY_PORT = 9211       # the fault proxy's data port (the paper's `server:9211`)
