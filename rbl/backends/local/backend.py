@@ -30,8 +30,8 @@ from rich.console import Console
 from ...clients.protocol import max_jobs_arguments
 from ...compiler.plan import axis_largest
 from ...dataplane.target_token import TOKEN_ENV
-from ...errors import EnvironmentMissing, UsageError
-from ...plan_records import is_open_loop
+from ...errors import EnvironmentMissing
+from ...plan_records import MESH_SERVICE, is_open_loop
 from ...runner.fault_control import FaultControl
 from ...runner.backend import Prepared, RoundFailed
 from ...runner.liveness import process_problem
@@ -263,7 +263,7 @@ class LocalServices:
         kind = self.libraries[library]
         given = self.options.client_jars.get(library)     # built, or the user's --client-jar/-dir/-bin
         target_port = self.proxy_port
-        if kind == "mesh":
+        if kind == MESH_SERVICE:
             # a plain HTTP client whose every request goes through its sidecar, which holds the policies
             target_port = self._start_sidecar(library)
             argv = [sys.executable, "-m", "rbl.clients.python.service", "--library", library,

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 from ...errors import EnvironmentMissing
+from ...plan_records import MESH_SERVICE
 from ...clients.python.strategies import LIBRARIES as PYTHON_LIBRARIES
 from ...targets.client_builds import RECIPES, needs_build
 from ...targets.envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary
@@ -19,7 +20,7 @@ LOCAL_CLIENT_SERVICES = {
     "resilience4j": ("resilience4j",),
     "node": ("cockatiel", "opossum"),
     "go": ("failsafe", "gobreaker", "backoff"),
-    "mesh": ("istio",),             # the Python client as a plain HTTP client, behind a sidecar Envoy
+    MESH_SERVICE: ("istio",),             # the Python client as a plain HTTP client, behind a sidecar Envoy
 }
 
 INSTALL_ADVICE = {
@@ -68,7 +69,7 @@ def missing_requirements(clients: list[dict], client_jars: dict[str, Path] | Non
             if library not in explicit:
                 problems.append(_no_service(library, client["label"], service))
             continue                      # the user's own client: it is theirs to run
-        if service == "mesh":
+        if service == MESH_SERVICE:
             if envoy_binary() is None:
                 problems.append(f"{library} ({client['label']}) runs its policies in a sidecar Envoy, and none is "
                                 f"installed: {ENVOY_ADVICE}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from ...compiler.plan import axis_largest
 from ...clients.protocol import max_jobs_arguments
+from ...plan_records import MESH_SERVICE
 from .target_replicas import PROXY_ROLE, has_resources, split_target
 from .images import ImageChoice
 
@@ -36,7 +37,7 @@ SIDECAR_PORT = 15001
 SIDECAR_ADMIN_PORT = 15000
 FIRST_SIDECAR_ADMIN_HOST_PORT = 15000
 SIDECAR_DIR_IN_CONTAINER = "/etc/rbl/sidecar"
-MESH_KIND = "mesh"
+MESH_KIND = MESH_SERVICE
 
 
 @dataclass(frozen=True)

