@@ -8,11 +8,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..plan_records import is_open_loop
 from ..store.results import MANIFEST, RESULTS, RunDirectory
 from ..store.run_reader import DOCUMENT_LIMIT, check_member
 from .labels import METRIC_TITLES as TITLES, Labeller, load_text
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
-from ..plan_records import is_open_loop
 
 DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
 METRIC_TITLES = TITLES      # one wording for the summary, tables and figures (labels.py)

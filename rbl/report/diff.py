@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..errors import UsageError
+from ..plan_records import is_open_loop
 from ..store.report_output import OutputDirectory
 from ..store.results import PLAN, RESULTS, RunDirectory
 from ..store.run_reader import check_member
@@ -28,7 +29,6 @@ from .cells import Cell, load_cells
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
 from .stats import Difference, difference, interval_method, rounds_t_difference
-from ..plan_records import is_open_loop
 
 DEFAULT_DIFF_METRICS = ("successTimePerRequest", "totalExecutionTime", "totalRequests")
 # open-loop runs are compared on the overload papers' metrics (as their reports are)

@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.ticker import FuncFormatter
 
+from ..plan_records import LOAD_KEY
 from ..store.open_metrics import class_time_series, open_loop_metrics, success_cdf
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
 from .figures import PALETTE, MARKERS, write_figure, plt
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
-from ..plan_records import LOAD_KEY
 
 CLASS_COLOURS = {"success": "#228833", "failed": "#EE6677", "circuit_broken": "#AA3377", "timed_out": "#CCBB44",
                  "rejected": "#BBBBBB"}

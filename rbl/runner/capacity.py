@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..store.open_metrics import open_loop_metrics
 from ..plan_records import LOAD_KEY, load_of
+from ..store.open_metrics import open_loop_metrics
 from .load_generator import classify, run_load
 
 START_RPS = 25

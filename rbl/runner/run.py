@@ -23,13 +23,13 @@ from rich.console import Console
 
 from .. import __version__
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, RblError, StorageError, UsageError
+from ..plan_records import is_open_loop
 from ..report.keyed_table import output_width
 from ..report.labels import Labeller
 from ..report.other_work import shared_machine_note
 from ..store import shards
 from ..store.durable import is_storage_error, storage_error
 from ..store.plan_file import check_header
-from ..plan_records import is_open_loop
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from ..store.shards import Shard

@@ -8,10 +8,10 @@ from statistics import median
 
 from rich.console import Console
 
+from ..plan_records import is_open_loop
 from ..report.keyed_table import NumberColumn, print_keyed_table
 from ..report.labels import METRIC_TITLES, Labeller, plural
 from ..store.results import RunDirectory
-from ..plan_records import is_open_loop
 
 
 # a mesh client's requests refused by its sidecar's pool and retried by it (median per virtual user)
