@@ -170,6 +170,33 @@ def test_calibrate_reuses_the_stored_capacity_and_force_is_needed_to_measure_aga
     assert "stored capacity" in done.stderr and "--force" in done.stderr
 
 
+# a light request under a small budget: the first step (25 req/s) passes even on a busy machine, and
+# the search still ends within a few steps
+CALIBRATED = """space calibrated {
+  load = open
+  load.rate = 50%
+  target = "/status/200"
+  target.cpus = 0.25
+  client tenacity.baseline {}
+}
+"""
+
+
+def test_calibrate_force_measures_through_the_backend_and_stores_it(tmp_path):
+    """`rbl calibrate --force` starts the target and the proxy through the local backend (none of
+    the spec's client services), measures and stores the capacity a later run reads."""
+    (tmp_path / "c.rbl").write_text(CALIBRATED)
+    done = run_rbl("calibrate", "c.rbl", "--force", "--proxy", "builtin", cwd=tmp_path, timeout=300,
+                   env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    capacity = float(done.stdout)
+    assert capacity >= 25                       # at least the first step passed
+    assert "target: replica 1: 1 worker, 0.25 CPU" in done.stderr and "calibrating /status/200" in done.stderr
+    assert "client service" not in done.stderr  # the spec's clients are not started to calibrate its target
+    stored = json.loads((tmp_path / "cache" / "rbl" / "capacity.json").read_text())
+    assert [record["capacity_rps"] for record in stored.values()] == [capacity]
+
+
 INTERRUPTED = """space interrupted {
   rounds = 2
   load = open
