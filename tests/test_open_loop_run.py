@@ -197,6 +197,31 @@ def test_calibrate_force_measures_through_the_backend_and_stores_it(tmp_path):
     assert [record["capacity_rps"] for record in stored.values()] == [capacity]
 
 
+FIXED_CAPACITY = """space fixed {
+  load = open
+  load.capacity = 100
+  load.rate = 50%
+  load.duration = 3s
+  load.warmup = 1s
+  target = "/status/200"
+  client tenacity.baseline {}
+}
+"""
+
+
+def test_a_capacity_the_spec_gives_is_what_its_shares_are_of(tmp_path):
+    """`load.capacity = 100` with `load.rate = 50%`: 50 req/s, no calibration, the row says 100
+    (the shares once failed every round: no capacity was handed to the schedule)."""
+    (tmp_path / "fixed.rbl").write_text(FIXED_CAPACITY)
+    done = run_rbl("run", "fixed.rbl", "-o", "out", cwd=tmp_path, timeout=300,
+                   env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert "calibrat" not in done.stderr
+    (row,) = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert row["capacityRps"] == 100
+    assert row["offeredRequests"] == 100            # 50 req/s over the 2 measured seconds, evenly spaced
+
+
 INTERRUPTED = """space interrupted {
   rounds = 2
   load = open
