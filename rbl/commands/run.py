@@ -85,17 +85,18 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
     chosen = choose_backend(backend, proxy, seed, threads, workers, client_jar, network, image, shards,
                             (parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
                              runner_clients), kubeconfig, context, dry_run)
+    backend = chosen.build()          # a bad --proxy/--seed pair or --network, before the other flags' rules
     options = run_options(spec, output, resume, shard, dry_run, report, spec_overrides(rounds, users, sets), chosen,
                           RunSettings(round_timeout, order, order_seed, allow_violations))
-    raise typer.Exit(execute(options, Console(stderr=True, highlight=False, soft_wrap=True)))
+    raise typer.Exit(execute(options, backend, Console(stderr=True, highlight=False, soft_wrap=True)))
 
 
-def execute(options, console) -> int:
-    """One `rbl run` with its options decided: resume, dry run, or a new run (here or elsewhere)."""
+def execute(options, backend, console) -> int:
+    """One `rbl run` with its options decided and its backend built: resume, dry run, or a new run
+    (here, or elsewhere for a backend that runs whole runs elsewhere)."""
     from ..runner.backend import WholeRunBackend
     from ..runner.run import default_run_dir, resume_run, start_run
 
-    backend = options.backend.build()
     if options.resume is not None:
         if isinstance(backend, WholeRunBackend):
             return maybe_report(options.resume, console, backend.resume(options.resume, console), options.report)

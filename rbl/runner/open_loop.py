@@ -45,11 +45,11 @@ class LoadRound:
             csv_path, summary = self.load.result()
             table = classify(csv_path, self.setup.load.warmup_s, mesh=self.setup.client_kind is ClientKind.MESH)
             write_round_requests(self.run_dir, self.setup.scenario["id"], self.setup.round_number, table)
+            for leftover in self.work.iterdir():
+                leftover.unlink()
+            self.work.rmdir()
         except (LoadFailed, OSError, ValueError) as error:
             raise RoundFailed(f"open-loop load: {error}") from error
-        for leftover in self.work.iterdir():
-            leftover.unlink()
-        self.work.rmdir()
         return table, summary
 
     def stop(self) -> None:

@@ -204,7 +204,7 @@ def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepar
     binary = prepared.loadgen
     if binary is None:
         raise UsageError(f"the {backend} backend prepared no load generator for this open-loop plan",
-                         hint="run it on a backend that runs open-loop load (`rbl run --help` says which)")
+                         hint="open-loop load runs on the local backend for now: run (or resume) it without --backend")
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731
     try:
         record = resolve_capacity(header, run.scenarios(), services, binary, run.path / "calibration", say)
