@@ -1,12 +1,12 @@
 """`rbl run`'s flags turned into one frozen RunOptions, once, before anything is compiled or started
-(as ruff's CheckCommand::partition turns a command's flags into typed arguments once): every rule
-that refuses a combination of flags runs here, and the command, the backend and the runner read
-typed fields from then on. The path of the options: flags -> RunOptions (here) -> the backend
+(as ruff's CheckCommand::partition turns a command's flags into typed arguments once): the rules
+that refuse a combination of flags run here and in backend_choice.py, and the command, the backend
+and the runner read typed fields from then on. The path of the options: flags -> RunOptions (here) -> the backend
 (BackendChoice.build) and RunSettings (runner/run.py) -> ExecutionSettings -> each round's frame."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import UsageError
@@ -51,6 +51,5 @@ def run_options(spec: Path | None, output: Path | None, resume: Path | None, sha
         if backend.runs_elsewhere:
             raise UsageError("--shard runs one shard here; --backend kubernetes runs --shards N of them")
         from ..store.shards import parse_shard
-        from dataclasses import replace
         options = replace(options, settings=replace(settings, shard=parse_shard(shard)))
     return options
