@@ -300,7 +300,7 @@ def test_every_package_is_listed_in_pyproject():
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "rbl").rglob("__init__.py")}
     found |= {"rbl.clients." + ".".join(p.parent.relative_to(REPO / "clients").parts) for p in (REPO / "clients").rglob("__init__.py")
               if p.parent != REPO / "clients" and "node_modules" not in p.parts}
-    assert found | {"rbl.templates", "rbl.clients"} == listed
+    assert found | {"rbl.templates", "rbl.clients", "rbl.services"} == listed
 
 
 def test_a_wheel_built_from_the_repo_renders_the_templates(tmp_path):

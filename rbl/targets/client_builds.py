@@ -1,13 +1,15 @@
 """Client services that must be built before they run: the Resilience4j client (clients/resilience4j,
-Maven), the Node.js client (clients/node, npm) and the Go client (clients/go). Each is built on first
-use and cached by a hash of its sources, so a rebuild happens only when they change; or taken from
-what the user points to (--client-jar / --client-dir / --client-bin LIBRARY=PATH).
+Maven), the Node.js client (clients/node, npm) and the Go client (clients/go); and the Go tools built
+the same way: rbl-load (clients/loadgen) and rbl-chain (services/chain, every tier of a topology). Each
+is built on first use and cached by a hash of its sources, so a rebuild happens only when they change;
+or taken from what the user points to (--client-jar / --client-dir / --client-bin LIBRARY=PATH).
 
 What a build produces and how it runs, per kind:
   resilience4j  mvn -q package          ~/.cache/rbl/clients/resilience4j-HASH.jar   java -jar JAR
   node          npm ci (the lockfile)   ~/.cache/rbl/clients/node-HASH/              node DIR/src/main.js
   go            go build                ~/.cache/rbl/clients/go-HASH                 BIN
   loadgen       go build                ~/.cache/rbl/clients/loadgen-HASH            BIN (rbl-load)
+  chain         go build                ~/.cache/rbl/clients/chain-HASH              BIN (rbl-chain)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Recipe:
     artifact_is_dir: bool = False
     what: str = "jar"              # how the override option calls it
     command: str = ""              # Go: the main package's name under cmd/ (and the binary's)
+    package: str = "rbl.clients"   # the package whose directory KIND holds the sources
 
 
 RECIPES = {
@@ -51,8 +54,11 @@ RECIPES = {
                  command="rbl-client-go"),
     # rbl-load, the open-loop load generator (vegeta): not a client service, built like the Go client
     "loadgen": Recipe("go.mod", ("go.mod", "go.sum", "cmd"), "go", GO_ADVICE, "", what="binary", command="rbl-load"),
+    # rbl-chain, the synthetic service of every tier of a topology (standard library only)
+    "chain": Recipe("go.mod", ("go.mod", "cmd", "internal"), "go", GO_ADVICE, "", what="binary", command="rbl-chain",
+                    package="rbl.services"),
 }
-TOOLS = ("loadgen",)                  # built like the clients, but no client service
+TOOLS = ("loadgen", "chain")          # built like the clients, but no client service
 BUILT_CLIENTS = tuple(kind for kind in RECIPES if kind not in TOOLS)   # client kinds rbl builds (the catalogue's `client`)
 
 
@@ -80,11 +86,13 @@ def sources_digest(root: Path, kind: str = "resilience4j") -> str:
 
 @contextmanager
 def client_sources(kind: str):
-    """The client's source tree, from the installed package (rbl.clients) or the checkout."""
-    with as_file(files("rbl.clients") / kind) as root:
-        if not (root / RECIPES[kind].marker).is_file():
+    """The client's source tree, from the installed package (rbl.clients, rbl.services) or the checkout."""
+    recipe = RECIPES[kind]
+    with as_file(files(recipe.package) / kind) as root:
+        if not (root / recipe.marker).is_file():
             raise RblError(f"the sources of the {kind} client are missing from this installation ({root})",
-                           hint=f"reinstall rbl, or pass --client-{RECIPES[kind].what.replace('directory', 'dir')}",
+                           hint="reinstall rbl" if kind in TOOLS else
+                           f"reinstall rbl, or pass --client-{recipe.what.replace('directory', 'dir')}",
                            exit_code=70)
         yield Path(root)
 
@@ -142,6 +150,11 @@ def client_artifact(kind: str, explicit: Path | None = None, say: Callable[[str]
             say(f"building the {kind} client (first use, or its sources changed) ...")
             _build(kind, artifact)
     return artifact
+
+
+def chain_binary(say: Callable[[str], None] = lambda _: None) -> Path:
+    """rbl-chain, the service every tier of a topology runs: the cached build, or a fresh one."""
+    return client_artifact("chain", say=say)
 
 
 def client_jar(kind: str, explicit: Path | None = None, say: Callable[[str], None] = lambda _: None) -> Path:

@@ -1,0 +1,3 @@
+module rbl.dev/chain
+
+go 1.23

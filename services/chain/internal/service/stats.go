@@ -1,0 +1,146 @@
+package service
+
+// The counters GET /rbl/stats reports: monotonic, so the runner takes the difference of two
+// snapshots. Atomics on the request path; a mutex only around a call's response flags.
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// statusCounts counts by HTTP status; index 0 is a transport error (no status at all).
+type statusCounts [1000]atomic.Uint64
+
+func (c *statusCounts) add(status int) {
+	if status < 0 || status >= len(c) {
+		status = 0
+	}
+	c[status].Add(1)
+}
+
+func (c *statusCounts) snapshot() map[string]uint64 {
+	found := map[string]uint64{}
+	for status := range c {
+		if n := c[status].Load(); n > 0 {
+			found[strconv.Itoa(status)] = n
+		}
+	}
+	return found
+}
+
+// callStats are one called service's: requests sent, their statuses, the sidecar's flags on them.
+type callStats struct {
+	sent     atomic.Uint64
+	statuses statusCounts
+	mu       sync.Mutex
+	flags    map[string]uint64
+}
+
+// addFlags counts each of a reply's Envoy response flags ("UO", or "URX,UF" for two).
+func (c *callStats) addFlags(flags string) {
+	c.mu.Lock()
+	for _, flag := range strings.Split(flags, ",") {
+		if flag = strings.TrimSpace(flag); flag != "" && flag != "-" {
+			c.flags[flag]++
+		}
+	}
+	c.mu.Unlock()
+}
+
+// Stats are one replica's counters since it started.
+type Stats struct {
+	requests   atomic.Uint64
+	answered   statusCounts
+	workOK     atomic.Int64 // nanoseconds of work on requests answered 2xx
+	workFailed atomic.Int64 // ... and on the others: the work wasted
+	calls      map[string]*callStats
+}
+
+func newStats(called []string) *Stats {
+	s := &Stats{calls: map[string]*callStats{}}
+	for _, service := range called {
+		if s.calls[service] == nil {
+			s.calls[service] = &callStats{flags: map[string]uint64{}}
+		}
+	}
+	return s
+}
+
+func (s *Stats) answer(status int, work time.Duration) {
+	s.answered.add(status)
+	if work <= 0 {
+		return
+	}
+	if status >= 200 && status < 300 {
+		s.workOK.Add(int64(work))
+	} else {
+		s.workFailed.Add(int64(work))
+	}
+}
+
+// Snapshot is GET /rbl/stats's body.
+type Snapshot struct {
+	Service     string                  `json:"service"`
+	Replica     int                     `json:"replica"`
+	Requests    uint64                  `json:"requests"`
+	Answered    map[string]uint64       `json:"answered"`
+	WorkSeconds WorkSeconds             `json:"work_seconds"`
+	CPUSeconds  CPUSeconds              `json:"cpu_seconds"`
+	Calls       map[string]CallSnapshot `json:"calls"`
+}
+
+type WorkSeconds struct {
+	OK     float64 `json:"ok"`
+	Failed float64 `json:"failed"`
+}
+
+type CPUSeconds struct {
+	User   float64 `json:"user"`
+	System float64 `json:"system"`
+}
+
+type CallSnapshot struct {
+	Sent     uint64            `json:"sent"`
+	Statuses map[string]uint64 `json:"statuses"`
+	Flags    map[string]uint64 `json:"flags"`
+}
+
+func (s *Stats) snapshot(service string, replica int) Snapshot {
+	snap := Snapshot{
+		Service:  service,
+		Replica:  replica,
+		Requests: s.requests.Load(),
+		Answered: s.answered.snapshot(),
+		WorkSeconds: WorkSeconds{OK: time.Duration(s.workOK.Load()).Seconds(),
+			Failed: time.Duration(s.workFailed.Load()).Seconds()},
+		CPUSeconds: cpuSeconds(),
+		Calls:      map[string]CallSnapshot{},
+	}
+	for name, c := range s.calls {
+		c.mu.Lock()
+		flags := make(map[string]uint64, len(c.flags))
+		for flag, n := range c.flags {
+			flags[flag] = n
+		}
+		c.mu.Unlock()
+		snap.Calls[name] = CallSnapshot{Sent: c.sent.Load(), Statuses: c.statuses.snapshot(), Flags: flags}
+	}
+	return snap
+}
+
+// cpuSeconds is the process's own CPU time (getrusage), all its threads.
+func cpuSeconds() CPUSeconds {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		return CPUSeconds{}
+	}
+	return CPUSeconds{User: seconds(usage.Utime), System: seconds(usage.Stime)}
+}
+
+func seconds(t syscall.Timeval) float64 {
+	return float64(t.Sec) + float64(t.Usec)/1e6
+}
