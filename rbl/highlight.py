@@ -17,10 +17,10 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
                             Whitespace)
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-DECLARATIONS = ("space", "library", "pattern", "client")
+DECLARATIONS = ("space", "library", "pattern", "client", "topology", "service")
 WORD_OPERATORS = ("in", "step", "as", "alias")
 NEUTRAL_KEYWORDS = ("let", "use")
-KEYWORDS = DECLARATIONS + WORD_OPERATORS + NEUTRAL_KEYWORDS + ("assert", "enum", "true", "false")
+KEYWORDS = DECLARATIONS + WORD_OPERATORS + NEUTRAL_KEYWORDS + ("assert", "calls", "enum", "true", "false")
 OPERATORS = ("..", "==", "!=", "<=", ">=", "<", ">", "=", "+", "*", "-", "&", "?")
 PUNCTUATION = (",", ":", ".", "{", "}", "[", "]", "(", ")")
 
@@ -45,7 +45,9 @@ class RblLexer(RegexLexer):
              bygroups(Keyword.Declaration, Whitespace, Name.Namespace, Whitespace, Punctuation, Whitespace,
                       Name.Class), "client-tail"),
             (rf"(space|library)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Namespace)),
-            (rf"(pattern)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Class)),
+            (rf"(pattern|service)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Class)),
+            # a service's downstream calls: calls NAME [* times] [parallel]
+            (rf"(calls)(\s+)({IDENT})", bygroups(Keyword, Whitespace, Name.Class)),
             # library-neutral values: let NAME = retry(attempts: 3, backoff: constant(50ms))
             (rf"(let)(\s+)({IDENT})", bygroups(Keyword.Declaration, Whitespace, Name.Constant)),
             (rf"([(,])(\s*)({IDENT})(?=\s*(?::|in\b))", bygroups(Punctuation, Whitespace, Name.Variable)),
@@ -63,7 +65,7 @@ class RblLexer(RegexLexer):
             default("#pop"),
         ],
         "keywords": [
-            (words(("assert", "use"), suffix=r"\b"), Keyword),
+            (words(("assert", "use", "calls"), suffix=r"\b"), Keyword),
             (words(("let",), suffix=r"\b"), Keyword.Declaration),
             (words(WORD_OPERATORS, suffix=r"\b"), Operator.Word),
             (words(("enum",), suffix=r"\b"), Keyword.Type),

@@ -16,6 +16,7 @@ from .checks.mesh import check_mesh_policies
 from .checks.neutral import check_lets, check_unused_lets
 from .checks.settings import SPACE_SETTINGS, check_settings
 from .checks.structure import check_structure
+from .checks.topology import check_placements, check_topology
 from ..lang.diagnostics import Diagnostic, Diagnostics
 from ..lang.frontend import parse_program
 from .overrides import Override, apply_overrides, describe
@@ -23,13 +24,17 @@ from ..lang.reading import check_text, decode, read_limited, strip_bom
 from ..lang.source import SourceFile
 from .space import Fault, TestSpace
 
+TOPOLOGY_PATH = "/"         # what the load asks of a topology's entry service (any path costs the same)
+
 # The checker passes, in the order they run. Each takes the context and reports into it.
 PASSES = (
     check_structure,
     check_libraries,
     check_settings,
+    check_topology,
     check_lets,
     check_clients,
+    check_placements,
     check_mesh_policies,
     check_unused_lets,
     check_equivalence,
@@ -105,7 +110,8 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
     s = ctx.settings
     kind = s["fault.kind"].v
     fault = Fault(kind, s["fault.status"].v if kind == "abort" else None,
-                  s.get("fault.duration") if kind == "delay" else None, s["fault.rate"])
+                  s.get("fault.duration") if kind == "delay" else None, s["fault.rate"],
+                  s["fault.at"].v if "fault.at" in s else None)
     space_name = ctx.space.name.name if ctx.space.name else Path(name).stem
     return TestSpace(
         name=space_name,
@@ -115,7 +121,7 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         users=s["users"],
         successes=s["successes"].v,
         max_requests=s["max_requests"].v,
-        target=s["target"].v,
+        target=s["target"].v if ctx.topology is None else TOPOLOGY_PATH,
         fault=fault,
         clients=tuple(ctx.clients),
         assertions=tuple(ctx.assertions),
@@ -125,6 +131,7 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         warmup=s["warmup"].v,
         workload=ctx.workload,
         target_resources=_target_resources(s),
+        topology=ctx.topology,
     )
 
 

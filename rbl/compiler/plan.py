@@ -64,6 +64,7 @@ def plan_header(space: TestSpace) -> dict:
         "runs": space.runs,
         "breakdown": breakdown(space),
         "target": {"path": space.target, **(space.target_resources or {})},
+        **({"topology": space.topology.record()} if space.topology is not None else {}),
         "fault": fault,
         "users": _axis(space.users, lambda v: v.v),
         **({"load": _load_header(space)} if space.workload is not None else {}),

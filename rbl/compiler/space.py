@@ -10,6 +10,7 @@ from .axes import Axis
 from ..lang.source import Span
 from ..lang.types import ParamDef
 from ..lang.units import Value
+from ..topology import Topology
 from .workload import Workload
 
 
@@ -66,6 +67,7 @@ class Fault:
     status: int | None             # abort: HTTP status
     duration: Value | None         # delay: fixed delay
     rates: Axis
+    at: str | None = None          # the service injecting it (a topology's); None: the target (or the entry)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class TestSpace:
     noise: NoiseAssertion | None = None   # `assert noise < N%`, checked after a run
     workload: Workload | None = None      # open-loop load (rbl/compiler/workload.py); None: closed loop
     target_resources: dict | None = None  # target.cpus / replicas / noisy_cpus, when the spec sets them
+    topology: Topology | None = None      # the services the load's requests pass through; None: one target
 
     @property
     def loads(self) -> int:

@@ -181,10 +181,46 @@ class Assertion:
     span: Span = _span()
 
 
+# ---- a topology ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class CallBind:
+    """`key = call` in a service: what one request costs, e.g. `work = factorial(300)`."""
+
+    key: Key
+    value: Call
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Calls:
+    """`calls NAME [* times] [parallel | sequential]`: one step of a service's downstream calls."""
+
+    service: Ident
+    times: Literal | None           # None: once
+    mode: Ident | None              # None: sequential
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    name: Ident
+    body: tuple[Union[Bind, CallBind, Calls], ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """`topology { ... }`: the services a request passes through, and where it enters."""
+
+    body: tuple[Union[Bind, Service], ...]
+    span: Span = _span()
+
+
 @dataclass(frozen=True, slots=True)
 class Space:
     name: Ident | None
-    body: tuple[Union[Bind, Axis, Client, Assertion, Let], ...]
+    body: tuple[Union[Bind, Axis, Client, Assertion, Let, Topology], ...]
     span: Span = _span()
 
 

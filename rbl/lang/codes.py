@@ -275,6 +275,47 @@ and pybreaker lets a single trial call decide after the open duration. Change th
 write `approximate = true` in the client to run the closest setting; the plan then records the
 approximation under the client's `neutral.approximations`.
 """),
+    # ---- E06xx: topologies ----
+    "E0601": ("unknown service", """
+A call, the `entry`, a mesh policy's `host` or `fault.at` names a service the space's topology
+does not declare. The help lists the services (and, for a policy, `all`).
+
+    topology {
+      service frontend { calls catalog }     // error: no service `catalog`
+      service catalogue { work = none() }
+    }
+"""),
+    "E0602": ("the calls make a cycle", """
+A service calls itself, directly or through the services it calls. One request would then never
+end. A topology's calls go one way: a service may be called by several others (fan-in), but
+never by a service it calls.
+
+    service a { calls b }
+    service b { calls a }                    // error: a -> b -> a
+"""),
+    "E0603": ("a CPU budget above the machine", """
+A service's `cpus` (or `noisy_cpus`) asks each replica for more cores than the machine has. A
+budget is a cgroup quota, a share of this machine's cores: a replica cannot use more than all of
+them. Lower it, or run the space where the cores are.
+"""),
+    "E0604": ("a topology that cannot run", """
+The topology is incomplete or conflicts with another setting: no service, a service declared
+twice, no `entry` when several services are called by none, two `topology` blocks, too much
+fan-out (one entry request may become at most 10000 requests), a `target` setting beside it (the
+entry service is the target), or a placement (`host`, `fault.at`) in a space with no topology.
+
+    topology {
+      entry = frontend
+      service frontend {
+        work = factorial(300)
+        calls catalogue * 4
+      }
+      service catalogue {
+        work = factorial(1000)
+        replicas = 3
+      }
+    }
+"""),
     # ---- warnings ----
     "W0301": ("step does not land on the end", """
 `a..b step s` includes a, a+s, ... up to the last value not above b. When b is not reached
@@ -303,6 +344,10 @@ A `let` defines a neutral value that no client uses.
     "W0503": ("neutral value approximated", """
 The client opted into `approximate = true` and its library cannot express the neutral value
 exactly; the notes say what runs instead. The plan records it.
+"""),
+    "W0601": ("a service no request reaches", """
+The entry service never calls it, directly or through others: it runs, but nothing reaches it.
+Call it from a service, or remove it.
 """),
     "E0401": ("invalid ResilienceBench JSON", """
 `rbl import` reads the original tool's JSON test spaces (Listings 3-4 of the CCPE paper). The

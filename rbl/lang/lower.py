@@ -77,6 +77,26 @@ class _Lower(Transformer):
     def patterns(self, meta, tokens):
         return tuple(self._ident(t) for t in tokens)
 
+    # ---- a topology ----
+    def topology(self, meta, children):
+        return ast.Topology(tuple(c for c in children if c is not None), self._span(meta))
+
+    def service(self, meta, children):
+        name, *body = children
+        return ast.Service(self._ident(name), tuple(b for b in body if b is not None), self._span(meta))
+
+    def call_bind(self, meta, children):
+        key, call = children
+        return ast.CallBind(key, call, self._span(meta))
+
+    def calls(self, meta, children):
+        service, times, mode = children
+        times_literal = None
+        if times is not None:
+            span = Span.of_token(self.source, times)
+            times_literal = ast.Literal(int_value(str(times), span, self.diagnostics), str(times), span)
+        return ast.Calls(self._ident(service), times_literal, self._ident(mode), self._span(meta))
+
     # ---- neutral values ----
     def let(self, meta, children):
         name, call = children

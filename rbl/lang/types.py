@@ -59,13 +59,13 @@ class ParamDef:
 
 
 _EXAMPLES = {"int": "10", "float": "1.5", "duration": "20ms", "percent": "40%",
-             "bool": "true", "string": '"text"'}
+             "bool": "true", "string": '"text"', "service": "frontend"}
 
 
 def describe_type(base: str) -> str:
     return {"int": "an integer", "float": "a number", "duration": "a duration",
             "percent": "a percentage", "bool": "`true` or `false`", "string": "a string",
-            "enum": "one of the names"}.get(base, base)
+            "enum": "one of the names", "service": "a service of the topology"}.get(base, base)
 
 
 def suggest(name: str, candidates) -> str | None:
@@ -98,6 +98,8 @@ def check_value_bounds(value: Value, ptype: ParamType, span: Span, diags: Diagno
 def _coerce_type(node: ast.Scalar, ptype: ParamType, diags: Diagnostics, what: str) -> Value | None:
     base = ptype.base
     if isinstance(node, ast.NameRef):
+        if base == "service":             # which names are services, the topology's check says
+            return Value("enum", node.name)
         if base == "enum":
             if node.name in ptype.members:
                 return Value("enum", node.name)

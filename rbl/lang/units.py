@@ -23,7 +23,8 @@ HANDOFF_DURATION_UNITS = ("ns", "us", "ms", "s")
 # How a percentage may be handed over: as percent points (default) or as a ratio in [0, 1].
 HANDOFF_PERCENT_UNITS = ("percent", "ratio")
 
-TYPE_NAMES = ("int", "float", "duration", "percent", "bool", "string")
+# `service`: the name of a service of the space's topology (checked against it: checks/topology.py)
+TYPE_NAMES = ("int", "float", "duration", "percent", "bool", "string", "service")
 
 # The magnitudes rbl accepts. Numbers and counts fit a signed 64-bit integer (Java's long, what
 # every client's JSON parser holds exactly) and durations 10^6 hours; beyond that a value is a

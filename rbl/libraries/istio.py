@@ -16,3 +16,22 @@ RETRY_CONDITIONS = ("5xx", "gateway-error", "reset", "reset-before-request", "co
 # the conditions under which Envoy retries an upstream 5xx answer (an abort fault's)
 CONDITIONS_RETRYING_5XX = ("5xx", "gateway-error", "retriable-status-codes")
 UNLIMITED = 4294967295           # Istio's threshold for a connection-pool limit left unset (2^32-1)
+
+# A policy's placement (its `host`): the service whose callers' sidecars enforce it; `all`, every service
+HOST = "host"
+ALL_HOSTS = "all"
+
+
+def placed_policies(policies: dict[str, dict], entry: str, services: tuple[str, ...]) -> dict[str, dict[str, dict]]:
+    """{service: {policy: its parameters without `host`}} of one configuration's policies (policies_of's
+    result) on a topology: a policy goes where its host says (the entry when unset, every service for
+    `all`). A service no policy is placed on maps to {}: Istio's defaults govern calls of it."""
+    placed: dict[str, dict[str, dict]] = {name: {} for name in services}
+    for policy, parameters in policies.items():
+        host = parameters.get(HOST, entry)
+        own = {key: value for key, value in parameters.items() if key != HOST}
+        for service in (services if host == ALL_HOSTS else (host,)):
+            if service not in placed:
+                raise ValueError(f"{policy} is placed on {host!r}, which is not a service of the topology")
+            placed[service][policy] = own
+    return placed

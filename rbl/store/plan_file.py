@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 from ..errors import UsageError
 from ..libraries.composition import policies_of
 from ..plan_records import LOAD_KEY, is_open_loop
+from ..topology import topology_problem
 
 HINT = "a plan is what `rbl compile SPEC -o DIR` writes: compile the spec again rather than editing the plan"
 LINE_LIMIT = 1 << 20                    # bytes in one scenario line; real ones are well under 1 KB
@@ -159,6 +160,10 @@ def _check_header(header: dict) -> None:
     for client in clients:
         if services.setdefault(client["library"], client["service"]) != client["service"]:
             raise PlanProblem(f"clients: library {client['library']} names two client services")
+    if "topology" in header:
+        problem = topology_problem(header["topology"])
+        if problem:
+            raise PlanProblem(f"topology: {problem}")
 
 
 def _check_strings(value: object, where: str) -> None:
@@ -291,7 +296,8 @@ def _shape_problem(s: object) -> str | None:
         return _invalid(s, "id")
     if not _number(s["index"], 0, INT64):
         return _invalid(s, "index")
-    if not (type(fault) is dict and type(fault.get("kind")) is str and fault.keys() == _FAULT_KEYS.get(fault["kind"])
+    if not (type(fault) is dict and type(fault.get("kind")) is str
+            and fault.keys() - {"at"} == _FAULT_KEYS.get(fault["kind"]) and _IDENTIFIER.fullmatch(str(fault.get("at", "_")))
             and _number(fault["rate"], 0, 100, integer=False)
             and (_number(fault["status"], 200, 599) if "status" in fault else _number(fault["duration_ms"], 1, INT32))):
         return _invalid(s, "fault")

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from .. import __version__
 from ..errors import UsageError
 from ..yaml_text import comment_text, yaml_quote
-from ..libraries.composition import policies_of
+from ..libraries.composition import BASELINE, policies_of
+from ..libraries.istio import placed_policies
 
 ISTIO_DIR = "istio"
 INDEX_FILE = f"{ISTIO_DIR}/index.json"
@@ -36,13 +37,16 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _SLUG_CUT = re.compile(r"[^a-z0-9]+")
 
 # Where each parameter goes: (resource, path inside it, kind of value). "rule" is the
-# DestinationRule's trafficPolicy, "route" the VirtualService's one HTTP route.
+# DestinationRule's trafficPolicy, "route" the VirtualService's one HTTP route; a policy's `host` (its
+# placement on a topology) is the resources' own spec.host / spec.hosts.
+PLACEMENT = ("placement", ("host",), "service")
 FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
     "retry": {
         "attempts": ("route", ("retries", "attempts"), "int"),
         "perTryTimeout": ("route", ("retries", "perTryTimeout"), "duration"),
         "retryOn": ("route", ("retries", "retryOn"), "string"),
         "backoff": ("route", ("retries", "backoff"), "duration"),
+        "host": PLACEMENT,
     },
     "circuit_breaker": {
         "maxConnections": ("rule", ("connectionPool", "tcp", "maxConnections"), "int"),
@@ -50,6 +54,7 @@ FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
         "http2MaxRequests": ("rule", ("connectionPool", "http", "http2MaxRequests"), "int"),
         "maxRequestsPerConnection": ("rule", ("connectionPool", "http", "maxRequestsPerConnection"), "int"),
         "maxRetries": ("rule", ("connectionPool", "http", "maxRetries"), "int"),
+        "host": PLACEMENT,
     },
     "outlier_detection": {
         "consecutive5xxErrors": ("rule", ("outlierDetection", "consecutive5xxErrors"), "int"),
@@ -58,9 +63,11 @@ FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
         "baseEjectionTime": ("rule", ("outlierDetection", "baseEjectionTime"), "duration"),
         "maxEjectionPercent": ("rule", ("outlierDetection", "maxEjectionPercent"), "int"),
         "minHealthPercent": ("rule", ("outlierDetection", "minHealthPercent"), "int"),
+        "host": PLACEMENT,
     },
     "timeout": {
         "timeout": ("route", ("timeout",), "duration"),
+        "host": PLACEMENT,
     },
 }
 
@@ -104,7 +111,11 @@ def translate(pattern: str, config: dict) -> tuple[dict, dict]:
     """(DestinationRule trafficPolicy, VirtualService HTTP route fields) of one configuration.
     Parameters not in the configuration stay out, so Istio's defaults apply. Raises ValueError
     for a policy or parameter rbl has no Istio field for."""
-    policies = policies_of(pattern, config)
+    return translate_policies(policies_of(pattern, config), baseline=pattern == BASELINE)
+
+
+def translate_policies(policies: dict[str, dict], baseline: bool = False) -> tuple[dict, dict]:
+    """translate() of policies already split (and placed): {policy: parameters}."""
     rule: dict = {}
     route: dict = {}
     for policy, parameters in policies.items():
@@ -115,8 +126,10 @@ def translate(pattern: str, config: dict) -> tuple[dict, dict]:
             if parameter not in fields:
                 raise ValueError(f"rbl writes no Istio field for {policy}.{parameter}")
             resource, path, kind = fields[parameter]
+            if resource == "placement":          # the resources' host, not a field of them
+                continue
             _put(rule if resource == "rule" else route, path, _value(kind, value, f"{policy}.{parameter}"))
-    if not policies:
+    if baseline:
         route["retries"] = {"attempts": 0}   # baseline: rbl's baseline switches Istio's default retry off
     elif route.get("retries", {}).get("attempts") == 0:
         # Istio refuses perTryTimeout and retryOn beside attempts 0 (validateHTTPRetry): they would do nothing
@@ -149,31 +162,54 @@ def _yaml(tree: dict, indent: int) -> list[str]:
     return lines
 
 
-def _metadata(options: MeshOptions, label: str, index: int, config: dict) -> dict:
-    return {"name": options.name, "namespace": options.namespace,
+def _metadata(name: str, options: MeshOptions, label: str, index: int, config: dict) -> dict:
+    return {"name": name, "namespace": options.namespace,
             "labels": {"app.kubernetes.io/managed-by": "rbl"},
             # which configuration is in force: `kubectl get destinationrule rbl-target -o yaml`
             "annotations": {"rbl.dev/client": label, "rbl.dev/configuration": str(index),
                             "rbl.dev/parameters": json.dumps(config, separators=(",", ":"), ensure_ascii=False)}}
 
 
+def _resources(host: str, rule: dict, route: dict, metadata: dict) -> list[str]:
+    """The DestinationRule and VirtualService of one host, as YAML lines `---` separated."""
+    destination_rule = {"apiVersion": API_VERSION, "kind": "DestinationRule", "metadata": metadata,
+                        "spec": {"host": host, **({"trafficPolicy": rule} if rule else {})}}
+    virtual_service = {"apiVersion": API_VERSION, "kind": "VirtualService", "metadata": metadata,
+                       "spec": {"hosts": [host],
+                                "http": [{"name": "rbl", "route": [{"destination": {"host": host}}], **route}]}}
+    return [*_yaml(destination_rule, 0), "---", *_yaml(virtual_service, 0)]
+
+
+def kubernetes_service(service: str) -> str:
+    """A topology service's Kubernetes Service name: lower case, `_` as `-` (a DNS label)."""
+    return service.lower().replace("_", "-")
+
+
 def render_configuration(header: dict, label: str, pattern: str, index: int, count: int, config: dict,
                          options: MeshOptions) -> str:
-    """The file of one configuration: a DestinationRule and a VirtualService."""
-    rule, route = translate(pattern, config)
-    metadata = _metadata(options, label, index, config)
-    destination_rule = {"apiVersion": API_VERSION, "kind": "DestinationRule", "metadata": metadata,
-                        "spec": {"host": options.service, **({"trafficPolicy": rule} if rule else {})}}
-    virtual_service = {"apiVersion": API_VERSION, "kind": "VirtualService", "metadata": metadata,
-                       "spec": {"hosts": [options.service],
-                                "http": [{"name": "rbl", "route": [{"destination": {"host": options.service}}],
-                                          **route}]}}
+    """The file of one configuration: a DestinationRule and a VirtualService (for each service of the
+    plan's topology, where it has one: rules for the services no policy is placed on restore Istio's
+    defaults, so applying a file replaces every rule of the previous one)."""
+    topology = header.get("topology")
+    metadata = lambda name: _metadata(name, options, label, index, config)  # noqa: E731
+    if topology is None:
+        rule, route = translate(pattern, config)
+        documents = _resources(options.service, rule, route, metadata(options.name))
+    else:
+        services = tuple(service["name"] for service in topology["services"])
+        placed = placed_policies(policies_of(pattern, config), topology["entry"], services)
+        documents = []
+        for service in services:
+            rule, route = translate_policies(placed[service], baseline=pattern == BASELINE)
+            host = kubernetes_service(service)
+            documents += [*(["---"] if documents else []), *_resources(host, rule, route, metadata(f"rbl-{host}"))]
     parameters = " ".join(f"{k}={v}" for k, v in config.items()) or "no parameters"
+    names = options.name if topology is None else "rbl-SERVICE"
     head = [f"# rbl {__version__}: {comment_text(header.get('name'))}, client {comment_text(label)}, configuration "
             f"{index + 1} of {count}: {comment_text(parameters)}",
-            f"# Put it in force: kubectl apply -f THIS_FILE. Every file names its rules {options.name}, so",
+            f"# Put it in force: kubectl apply -f THIS_FILE. Every file names its rules {names}, so",
             "# applying another file replaces this configuration (istio/README.md says more)."]
-    return "\n".join([*head, *_yaml(destination_rule, 0), "---", *_yaml(virtual_service, 0)]) + "\n"
+    return "\n".join([*head, *documents]) + "\n"
 
 
 def _slug(label: str, taken: set[str]) -> str:
@@ -198,6 +234,14 @@ def check_plan(space) -> None:
                          f"{LIBRARY} clients only",
                          hint="add one, e.g. `client istio.retry { attempts in [1, 3] }`, or compile for "
                               "--target compose or kubernetes")
+    if space.topology is not None:
+        hosts = [kubernetes_service(name) for name in space.topology.names]
+        for name, host in zip(space.topology.names, hosts):
+            if not _DNS_LABEL.fullmatch(host) or hosts.count(host) > 1:
+                raise UsageError(f"service {name!r} has no Kubernetes name of its own ({host!r}): --target istio "
+                                 "names each service's rules after it",
+                                 hint="name services with letters, digits and `_` (written `-`), at most 63 "
+                                      "characters, and no two alike but for case")
     total = sum(client.configurations for client in clients)
     if total > MAX_FILES:
         raise UsageError(f"the plan's {LIBRARY} clients have {total:,} configurations; --target istio writes "
@@ -231,9 +275,13 @@ def render_all(space, header: dict, options: MeshOptions, say=lambda _: None) ->
             texts[f"{ISTIO_DIR}/{name}"] = text
             entries.append({"file": name, "client": client.label, "pattern": client.pattern.name,
                             "configuration": index, "config": config})
+    if space.topology is None:
+        where = {"service": options.service, "resource_name": options.name}
+    else:
+        where = {"services": {name: kubernetes_service(name) for name in space.topology.names},
+                 "resource_name": "rbl-SERVICE"}
     index = {"rbl_version": __version__, "plan": "plan.json", "name": header.get("name"),
-             "service": options.service, "namespace": options.namespace, "resource_name": options.name,
-             "files": entries}
+             **where, "namespace": options.namespace, "files": entries}
     texts[INDEX_FILE] = json.dumps(index, indent=2, ensure_ascii=False) + "\n"
     texts[README_FILE] = readme(header, entries, options)
     return texts
@@ -249,16 +297,27 @@ def readme(header: dict, entries: list[dict], options: MeshOptions) -> str:
             f"`{_cell(json.dumps(e['config'], ensure_ascii=False))}` |" for e in entries[:README_ROWS]]
     if len(entries) > README_ROWS:
         rows.append(f"| ... | {len(entries) - README_ROWS} more in index.json | | |")
+    topology = header.get("topology")
+    if topology is None:
+        where = f"for the Service `{options.service}` in namespace\n`{options.namespace}` (`--service`, `--namespace`)"
+        names = f"Both resources are named `{options.name}` in every file"
+    else:
+        services = ", ".join(f"`{kubernetes_service(s['name'])}`" for s in topology["services"])
+        where = (f"for each Service of the topology ({services}) in\nnamespace `{options.namespace}` "
+                 "(`--namespace`). A policy goes to the Service its `host` names\n(the entry "
+                 f"`{kubernetes_service(topology['entry'])}` when unset, every one for `all`); every caller's "
+                 "sidecar enforces it.\nA Service no policy is placed on gets resources without a policy "
+                 "(Istio's defaults)")
+        names = "Each Service's resources are named `rbl-SERVICE` in every file"
     return f"""# Istio policies of {_cell(header.get('name'))}
 
 Written by `rbl compile --target istio` (rbl {__version__}). Each file puts one configuration of
 one `istio` client in force on the mesh: a DestinationRule (connection pool, outlier detection)
-and a VirtualService (retries, timeout) for the Service `{options.service}` in namespace
-`{options.namespace}` (`--service`, `--namespace`).
+and a VirtualService (retries, timeout) {where}.
 
     kubectl apply -f istio/{entries[0]['file']}
 
-Both resources are named `{options.name}` in every file, so applying another file replaces the
+{names}, so applying another file replaces the
 configuration in force (kubectl removes the fields the new file leaves out); the annotations
 `rbl.dev/client`, `rbl.dev/configuration` and `rbl.dev/parameters` say which one it is.
 `kubectl delete -f FILE` goes back to Istio's defaults. `index.json` lists every file with its

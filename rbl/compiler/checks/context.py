@@ -8,6 +8,7 @@ from ...lang import ast
 from ...lang.diagnostics import Diagnostics
 from ...lang.source import SourceFile
 from ..space import ClientSpec, NoiseAssertion, SizeAssertion
+from ...topology import Topology
 from ..workload import Workload
 
 
@@ -23,6 +24,7 @@ class CheckContext:
     assertions: list[SizeAssertion] = field(default_factory=list)
     noise: NoiseAssertion | None = None                 # `assert noise < 5%`
     workload: Workload | None = None                     # an open-loop space's load dimension (checks/load.py)
+    topology: Topology | None = None                     # the services of `topology { ... }` (checks/topology.py)
     lets: dict = field(default_factory=dict)            # `let` name -> ast.Let
     used_lets: set = field(default_factory=set)
     size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)

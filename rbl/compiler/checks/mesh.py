@@ -59,7 +59,7 @@ def _check_retry(ctx: CheckContext, params: dict[str, Param], qualified: str) ->
 
 
 def _check_pool(ctx: CheckContext, client: ClientSpec, params: dict[str, Param], qualified: str) -> None:
-    own = [p for name, p in params.items() if name.startswith(qualified)]
+    own = [p for name, p in params.items() if name.startswith(qualified) and p.definition.type.base != "service"]
     if not any(p.explicit for p in own):
         ctx.diags.error("E0227", "Istio refuses a connection pool with no setting", client.span,
                         "no circuit_breaker parameter set",
