@@ -274,3 +274,25 @@ def test_sigterm_stops_sending_and_writes_what_was_recorded(rbl_load, tmp_path, 
     sent_after = len(server.seen)
     time.sleep(0.3)
     assert len(server.seen) == sent_after     # it sends nothing once it has exited
+
+
+def test_the_output_replaces_a_link_planted_there_and_never_writes_through_it(rbl_load, tmp_path, server):
+    """Before: `--out` was os.Create, which truncated and wrote the file a planted link pointed to."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "out.csv").symlink_to(victim)
+    done, records, _ = run_load(rbl_load, tmp_path, url(server, "/ok"), [0])
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious\n" and not (tmp_path / "out.csv").is_symlink() and len(records) == 1
+
+
+@pytest.mark.parametrize("body, message", [("/dev/zero", "not a regular file"), ("big", "larger than 1048576 bytes")])
+def test_a_body_file_is_a_small_regular_file(rbl_load, tmp_path, server, body, message):
+    """Before: `--body-file /dev/zero` was read without bound."""
+    if body == "big":
+        body = str(tmp_path / "big.json")
+        Path(body).write_bytes(b" " * (2 << 20))
+    done, _, _ = run_load(rbl_load, tmp_path, url(server, "/ok"), [0], "--method", "POST", "--body-file", body,
+                          timeout=30)
+    assert done.returncode == 2 and f"--body-file {body}: {message}" in done.stderr, done.stderr
+    assert server.seen == []

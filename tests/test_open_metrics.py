@@ -178,5 +178,5 @@ def test_damaged_and_planted_files_are_refused_by_name(tmp_path):
     (tmp_path / "requests" / "aaaaaaaaaaaa").symlink_to(tmp_path)
     with pytest.raises(UsageError, match="symbolic link"):
         read_requests(tmp_path)
-    with pytest.raises(Exception, match="not a directory rbl made"):
+    with pytest.raises(UsageError, match="aaaaaaaaaaaa is a symbolic link; rbl does not write there"):
         write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table())

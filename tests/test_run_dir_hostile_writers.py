@@ -139,7 +139,9 @@ def _plant_link(run: Path, name: str, victim: Path) -> None:
 
 @pytest.mark.parametrize("name", ["run.lock", ".rbl-ballast", "results.jsonl", "failures.jsonl", "manifest.json",
                                   "results.csv", "results.csv.tmp", "manifest.json.tmp", "logs/tenacity.log",
-                                  "logs/deeper/x.log", "envoy/envoy.yaml"])
+                                  "logs/deeper/x.log", "envoy/envoy.yaml", "requests/s1/round-1.parquet",
+                                  "requests/s1/round-2.work/schedule.txt", "requests/s1/round-2.work/requests.csv",
+                                  "calibration/schedule.txt"])
 def test_resume_refuses_a_link_where_it_writes_and_changes_nothing(cli, work, victim, name):
     """Before: a run.lock linked to a file emptied it (the lock file is truncated), a .rbl-ballast
     filled it with zeros, and the services appended their logs through a link in logs/."""
@@ -153,14 +155,100 @@ def test_resume_refuses_a_link_where_it_writes_and_changes_nothing(cli, work, vi
     assert untouched(victim) and snapshot(run) == before
 
 
-@pytest.mark.parametrize("name", ["logs", "envoy"])
+@pytest.mark.parametrize("name", ["logs", "envoy", "requests", "requests/s1", "requests/s1/round-2.work",
+                                  "calibration"])
 def test_resume_refuses_a_linked_directory_where_services_write(cli, work, victim, name):
+    """Before: requests/ and calibration/ were not checked, and an open-loop round emptied the
+    directory a planted requests/SCENARIO/round-N.work pointed to."""
     run = make_run(work / "R")
     if (run / name).exists():
         (run / name).rmdir()
+    (run / name).parent.mkdir(parents=True, exist_ok=True)
     (run / name).symlink_to(victim)
     code, out, err = cli("run", "--resume", "R")
     assert code == 2 and f"R/{name} is a symbolic link" in traceback_free(out, err)
+    assert untouched(victim)
+
+
+def test_every_directory_a_run_writes_is_checked_before_resume():
+    """The list the pre-check walks is the one the writers name their directories from."""
+    from rbl.store.run_layout import RUN_TREES
+    assert set(RESUME_WRITES_BENEATH) == set(RUN_TREES) >= {"logs", "envoy", "requests", "calibration"}
+
+
+# -- an open-loop round's work directory (requests/SCENARIO/round-N.work, calibration/) ---------------
+def _round_setup(scenario_id: str = "s1"):
+    from types import SimpleNamespace
+    from rbl.plan_records import ClientKind
+    return SimpleNamespace(scenario={"id": scenario_id}, round_number=1, client_kind=ClientKind.LIBRARY,
+                           load=SimpleNamespace(warmup_s=0.0))
+
+
+class _DoneLoad:
+    """A load generator that has finished, with one request in its CSV."""
+
+    def __init__(self, csv_path: Path):
+        self.csv_path = csv_path
+
+    def result(self):
+        return self.csv_path, {}
+
+
+CSV = ("seq,scheduled_ns,sent_ns,latency_ns,status,flags,ok,requests,last_status,error,ending\n"
+       "0,0,10,1000,200,,1,1,200,,\n")
+
+
+def test_a_rounds_work_directory_linked_elsewhere_is_not_emptied(work, victim):
+    """Before: `open_loop` removed every file of the directory a planted round-N.work link pointed to."""
+    from rbl.runner.backend import RoundFailed
+    from rbl.runner.open_loop import LoadRound
+    run = work / "R"
+    (run / "requests" / "s1").mkdir(parents=True)
+    (run / "requests" / "s1" / "round-1.work").symlink_to(victim)
+    (work / "requests.csv").write_text(CSV)
+    load_round = LoadRound(_DoneLoad(work / "requests.csv"), run / "requests" / "s1" / "round-1.work", run,
+                           _round_setup())
+    with pytest.raises(RoundFailed, match="round-1.work is a symbolic link"):
+        load_round.result()
+    assert untouched(victim)
+
+
+def test_a_rounds_work_directory_loses_only_its_own_entries(work, victim):
+    """A link inside the work directory is removed itself; what it points to is kept."""
+    from rbl.runner.open_loop import LoadRound
+    run = work / "R"
+    work_dir = run / "requests" / "s1" / "round-1.work"
+    work_dir.mkdir(parents=True)
+    (work_dir / "requests.csv").write_text(CSV)
+    (work_dir / "schedule.txt").symlink_to(victim / "file")
+    (work_dir / "elsewhere").symlink_to(victim)
+    table, _ = LoadRound(_DoneLoad(work_dir / "requests.csv"), work_dir, run, _round_setup()).result()
+    assert table.num_rows == 1 and not work_dir.exists() and untouched(victim)
+    assert (run / "requests" / "s1" / "round-1.parquet").is_file()
+
+
+@pytest.mark.parametrize("planted", ["schedule.txt", "body.json", "stdout.txt", "stderr.txt"])
+def test_the_load_generator_never_writes_through_a_link_left_in_its_work_directory(work, victim, planted):
+    """Before: a leftover round-N.work holding a link (schedule, job body, output) had its target
+    overwritten when the round was redone."""
+    from rbl.runner.load_generator import LoadRun
+    work_dir = work / "round-1.work"
+    work_dir.mkdir()
+    (work_dir / planted).symlink_to(victim / "file")
+    load = LoadRun(Path("/bin/true"), "http://127.0.0.1:1/", [0], work_dir, 1.0, 1.0, body={"x": 1})
+    try:
+        load.wait(10)
+    finally:
+        load.stop()
+    assert untouched(victim) and not (work_dir / planted).is_symlink()
+
+
+def test_the_load_generator_refuses_a_work_directory_that_is_a_link(work, victim):
+    from rbl.errors import UsageError
+    from rbl.runner.load_generator import LoadRun
+    (work / "round-1.work").symlink_to(victim)
+    with pytest.raises(UsageError, match="round-1.work is a symbolic link"):
+        LoadRun(Path("/bin/true"), "http://127.0.0.1:1/", [0], work / "round-1.work", 1.0, 1.0)
     assert untouched(victim)
 
 

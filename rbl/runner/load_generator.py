@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.compute as pc
+
+from ..store.durable import fresh_directory, new_file
 
 LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
 STOP_GRACE_S = 30.0                 # beyond duration + timeout, before the generator is stopped
@@ -41,19 +44,23 @@ class LoadRun:
 
     def __init__(self, binary: Path, url: str, offsets: list[int], work_dir: Path, timeout_s: float,
                  duration_s: float, body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS):
-        work_dir.mkdir(parents=True, exist_ok=True)
+        # a fresh directory, every file in it new (durable.py): a link planted in a run directory's
+        # work directory is removed, never written through, and nothing it points to is touched
+        fresh_directory(work_dir)
         schedule = work_dir / "schedule.txt"
-        schedule.write_text("".join(f"{offset}\n" for offset in offsets))
+        with os.fdopen(new_file(schedule), "w", encoding="ascii") as out:
+            out.write("".join(f"{offset}\n" for offset in offsets))
         self.out = work_dir / "requests.csv"
         argv = [str(binary), "--url", url, "--schedule", str(schedule), "--out", str(self.out),
                 "--timeout", f"{timeout_s:g}s", "--max-connections", str(max_connections)]
         if body is not None:
             body_file = work_dir / "body.json"
-            body_file.write_text(json.dumps(body))
+            with os.fdopen(new_file(body_file), "w", encoding="utf-8") as out:
+                out.write(json.dumps(body))
             argv += ["--method", "POST", "--body-file", str(body_file)]
         # its output goes to files, not pipes: nobody reads a pipe while the frame waits in steps
         self._stdout, self._stderr = work_dir / "stdout.txt", work_dir / "stderr.txt"
-        with open(self._stdout, "wb") as stdout, open(self._stderr, "wb") as stderr:
+        with os.fdopen(new_file(self._stdout), "wb") as stdout, os.fdopen(new_file(self._stderr), "wb") as stderr:
             self.process = subprocess.Popen(argv, stdout=stdout, stderr=stderr, preexec_fn=_stop_with_runner)
         self.deadline = time.monotonic() + duration_s + timeout_s + STOP_GRACE_S
 

@@ -17,9 +17,12 @@ from typing import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..errors import UsageError
+from ..store.durable import own_directory, remove_own_directory
 from ..store.open_metrics import open_loop_metrics
 from ..plan_records import ClientKind, Load, load_of
 from ..store.requests import write_round_requests
+from ..store.run_layout import REQUESTS
 from .backend import RoundFailed
 from .closed_loop import strategy_for
 from .load_generator import LoadFailed, LoadRun, classify
@@ -45,10 +48,8 @@ class LoadRound:
             csv_path, summary = self.load.result()
             table = classify(csv_path, self.setup.load.warmup_s, mesh=self.setup.client_kind is ClientKind.MESH)
             write_round_requests(self.run_dir, self.setup.scenario["id"], self.setup.round_number, table)
-            for leftover in self.work.iterdir():
-                leftover.unlink()
-            self.work.rmdir()
-        except (LoadFailed, OSError, ValueError) as error:
+            remove_own_directory(self.work)     # never through a link: nothing outside the run is deleted
+        except (LoadFailed, OSError, ValueError, UsageError) as error:
             raise RoundFailed(f"open-loop load: {error}") from error
         return table, summary
 
@@ -81,10 +82,13 @@ class OpenLoopDriver:
             offsets = list(send_offsets(load, self._capacity(load), seed=f"{scenario['id']}/{setup.round_number}"))
             if not offsets:
                 raise LoadFailed("the round's schedule is empty (a rate too low for its duration)")
-            work = self.run_dir / "requests" / scenario["id"] / f"round-{setup.round_number}.work"
+            scenario_dir = self.run_dir / REQUESTS / scenario["id"]
+            for directory in (scenario_dir.parent, scenario_dir):
+                own_directory(directory)
+            work = scenario_dir / f"round-{setup.round_number}.work"
             return LoadRound(LoadRun(self.loadgen, url, offsets, work, load.timeout_s, load.duration_s, body),
                              work, self.run_dir, setup)
-        except (LoadFailed, OSError, ValueError) as error:
+        except (LoadFailed, OSError, ValueError, UsageError) as error:
             raise RoundFailed(f"open-loop load: {error}") from error
 
     def _capacity(self, load: Load) -> float | None:

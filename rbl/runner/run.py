@@ -30,6 +30,7 @@ from ..report.other_work import shared_machine_note
 from ..store import shards
 from ..store.durable import is_storage_error, storage_error
 from ..store.plan_file import check_header
+from ..store.run_layout import CALIBRATION
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
 from ..store.shards import Shard
@@ -207,7 +208,7 @@ def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepar
                          hint="open-loop load runs on the local backend for now: run (or resume) it without --backend")
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731
     try:
-        record = resolve_capacity(header, run.scenarios(), services, binary, run.path / "calibration", say)
+        record = resolve_capacity(header, run.scenarios(), services, binary, run.path / CALIBRATION, say)
     except (CapacityError, LoadFailed) as error:
         raise RblError(f"the target's capacity could not be measured: {error}",
                        hint="give it with `load.capacity = N` (requests per second), or use `load.rps`") from error

@@ -62,6 +62,55 @@ def new_file(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
 
 
+def own_directory(path: Path) -> None:
+    """Make the directory `path` if need be (its parent must exist); a link or anything but a real
+    directory there is refused, never written through."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode):
+        raise planted(path, "is a symbolic link")
+    if not stat.S_ISDIR(mode):
+        raise planted(path, "is not a directory")
+
+
+def remove_own_directory(path: Path) -> None:
+    """Remove `path`, a directory of files rbl made (a work directory), and the files in it.
+    Nothing is followed: a link at `path` is refused, and a link inside is removed itself, never
+    what it points to, so nothing outside the directory is ever deleted."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise planted(path, "is a symbolic link" if os.path.islink(path) else "is not a directory") from None
+        raise
+    try:
+        for name in os.listdir(descriptor):
+            try:
+                os.unlink(name, dir_fd=descriptor)
+            except IsADirectoryError:
+                raise planted(path / name, "is a directory, which rbl never makes there") from None
+            except FileNotFoundError:
+                pass
+    finally:
+        os.close(descriptor)
+    os.rmdir(path)          # a link swapped in meanwhile fails here (ENOTDIR), it is not followed
+
+
+def fresh_directory(path: Path) -> None:
+    """An empty directory at `path` that rbl made now: a leftover of an earlier attempt is removed
+    first (remove_own_directory), and a link planted meanwhile makes the mkdir fail."""
+    remove_own_directory(path)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        raise planted(path, "appeared while rbl was making it") from None
+
+
 def open_own(path: Path, flags: int) -> int:
     """os.open for writing a file rbl keeps (results.jsonl, run.lock): refused when it is a link,
     not a regular file, or has another hard link (whose file would change too)."""

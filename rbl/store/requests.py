@@ -20,11 +20,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
-from .durable import fsync_directory, new_file
+from .durable import fsync_directory, new_file, own_directory
 from .open_columns import RESPONSE_CLASSES  # noqa: F401  (the classes the cls column holds)
+from .run_layout import REQUESTS
 from .run_reader import open_member, refused, shown
 
-REQUESTS = "requests"
 COMPRESSION = "zstd"
 
 REQUEST_SCHEMA = pa.schema([
@@ -66,7 +66,7 @@ def write_round_requests(run_dir: Path, scenario_id: str, round_number: int, tab
         raise ValueError(f"round {round_number!r} is not a positive integer")
     path = round_path(run_dir, scenario_id, round_number)
     for directory in (path.parent.parent, path.parent):
-        _own_directory(directory)
+        own_directory(directory)
     table = conform(table)
     temporary = path.with_name(path.name + ".tmp")
     try:
@@ -80,18 +80,6 @@ def write_round_requests(run_dir: Path, scenario_id: str, round_number: int, tab
         raise
     fsync_directory(path.parent)
     return path
-
-
-def _own_directory(directory: Path) -> None:
-    """Create `directory` if need be; one that is a link (planted) is refused, never written through."""
-    try:
-        directory.mkdir(exist_ok=True)
-    except FileExistsError:
-        pass
-    status = os.lstat(directory)
-    if not stat.S_ISDIR(status.st_mode):
-        raise UsageError(f"{directory} is not a directory rbl made; rbl does not write there",
-                         hint="move it away, then `rbl run --resume` the run")
 
 
 def empty_requests() -> pa.Table:

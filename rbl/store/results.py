@@ -34,6 +34,7 @@ from .metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE
 from .own_entries import check_own_entries
 from .plan_file import PlanProblem, header_problem, scenario_check
 from .run_checks import failure_problem, manifest_problem, plan_problem, row_problem, scenario_problem
+from .run_layout import LOGS, RUN_TREES
 from .run_lock import LOCK_FILE, RunLock
 from .run_reader import Line, check_member, read_document, read_lines
 
@@ -43,7 +44,6 @@ MANIFEST = "manifest.json"
 RESULTS = "results.jsonl"
 FAILURES = "failures.jsonl"
 CSV_FILE = "results.csv"
-LOGS = "logs"
 PARTIAL = ".partial-"            # a run directory being built: .NAME.partial-XXXXXXXX, next to it
 # all a partial directory can hold, so a leftover is removed only when it is certainly rbl's
 PARTIAL_ENTRIES = {PLAN, SCENARIOS, MANIFEST, RESULTS, LOGS, LOCK_FILE, BALLAST, SCENARIOS + ".tmp",
@@ -53,7 +53,7 @@ MAX_WARNINGS = 10                # per kind; then "and N more"
 # where --resume writes (the runner, and the services' logs and Envoy's configuration): checked first
 RESUME_WRITES = (RESULTS, FAILURES, MANIFEST, MANIFEST + ".tmp", MANIFEST + ".damaged", RESULTS + ".tmp",
                  CSV_FILE, CSV_FILE + ".tmp", LOCK_FILE, BALLAST)
-RESUME_WRITES_BENEATH = (LOGS, "envoy")
+RESUME_WRITES_BENEATH = RUN_TREES     # every directory rbl writes in (run_layout.py), links refused throughout
 
 # The original tool's columns (scheduler/app.py and its clients' ResilienceModuleMetrics) ...
 ORIGINAL_COLUMNS = ("userId", "startTime", "endTime", "users", "round", "lib", "strategy",

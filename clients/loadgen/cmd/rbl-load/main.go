@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,6 +31,7 @@ import (
 
 const (
 	maxBodyKept  = 1 << 20     // a /call reply is small; a larger body is read to the end but not kept
+	maxBodyFile  = 1 << 20     // a /call job is small; a larger --body-file (or /dev/zero) is refused
 	stopGrace    = time.Second // after SIGTERM/SIGINT, how long in-flight requests may still finish
 	flushEvery   = time.Second // the CSV reaches the disk at least this often
 	firstWorkers = uint64(256) // workers started up front; more start when all are busy
@@ -152,12 +154,12 @@ func main() {
 	}
 	target := vegeta.Target{Method: o.method, URL: o.url}
 	if o.bodyFile != "" {
-		if target.Body, err = os.ReadFile(o.bodyFile); err != nil {
-			usageError("--body-file: %v", err)
+		if target.Body, err = readBodyFile(o.bodyFile); err != nil {
+			usageError("--body-file %s: %v", o.bodyFile, err)
 		}
 		target.Header = http.Header{"Content-Type": []string{"application/json"}}
 	}
-	outFile, err := os.Create(o.out)
+	outFile, err := createOwn(o.out)
 	if err != nil {
 		usageError("--out: %v", err)
 	}
@@ -212,6 +214,36 @@ loop:
 		"elapsed_s":  float64(elapsed.Milliseconds()) / 1000,
 	})
 	fmt.Println(string(summary))
+}
+
+// readBodyFile reads a regular file of at most maxBodyFile bytes: never a device, a FIFO (which
+// would block) or an endless file.
+func readBodyFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	body, err := io.ReadAll(io.LimitReader(f, maxBodyFile+1))
+	if err == nil && len(body) > maxBodyFile {
+		err = fmt.Errorf("larger than %d bytes", maxBodyFile)
+	}
+	return body, err
+}
+
+// createOwn makes a new file at path, as rbl's own writes do (rbl/store/durable.py's new_file): what
+// is there is unlinked first (a link itself, never what it points to), and the file is created
+// exclusively without following a link, so a link planted meanwhile fails the open, not written through.
+func createOwn(path string) (*os.File, error) {
+	if err := syscall.Unlink(path); err != nil && !errors.Is(err, syscall.ENOENT) {
+		return nil, &os.PathError{Op: "unlink", Path: path, Err: err}
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
 }
 
 func fail(err error) {
