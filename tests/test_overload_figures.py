@@ -85,19 +85,32 @@ def round_row(scenario: dict, round_number: int, requests: pa.Table) -> dict:
     return row
 
 
-@pytest.fixture(scope="module")
-def open_run(tmp_path_factory) -> Path:
+def make_open_run(path: Path, shard=None) -> Path:
+    """The run directory of SPEC as the runner leaves it; of one shard (a Shard) of it when given."""
     space = compile_source(SPEC, "overload.rbl").space
     lines = list(iter_scenario_lines(space))
-    path = tmp_path_factory.mktemp("open") / "run"
-    run = RunDirectory.create(path, plan_header(space), lines, {"versions": {"tenacity": "1"}, "sessions": []})
-    for scenario in map(json.loads, lines):
+    header = plan_header(space)
+    manifest = {"versions": {"tenacity": "1"}, "sessions": []}
+    scenarios = [json.loads(line) for line in lines]
+    if shard is not None:
+        from rbl.store.run_order import rounds_per_scenario
+        from rbl.store.shards import select
+        chosen = select(shard, header, lambda: iter(scenarios), rounds_per_scenario(header))
+        manifest.update(host={"hostname": f"host{shard.index}"}, shard=chosen.record)
+        scenarios = [s for s in scenarios if s["id"] in chosen.ids]
+    run = RunDirectory.create(path, header, lines, manifest)
+    for scenario in scenarios:
         for round_number in (1, 2):
             requests = round_requests(scenario, round_number)
             write_round_requests(path, scenario["id"], round_number, requests)
             run.append_round([round_row(scenario, round_number, requests)])
     run.close()
     return path
+
+
+@pytest.fixture(scope="module")
+def open_run(tmp_path_factory) -> Path:
+    return make_open_run(tmp_path_factory.mktemp("open") / "run")
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +227,36 @@ def test_diff_compares_open_loop_runs_on_the_overload_metrics_cell_by_load(open_
     assert {c["metric"] for c in cells} == {"carriedThroughput", "successP99Ms", "p95UnderSloShare"}
     # 6 scenarios (two loads x three configurations), each its own cell: the loads are not merged
     assert len(cells) == 6 * 3 and all(c["difference"] in (0, None) for c in cells)
+
+
+def test_merged_open_loop_shards_keep_their_requests_and_report_them(open_run, tmp_path):
+    """Before: `rbl merge` of open-loop shards exited 0 with no requests/ in the merged run, whose
+    report then fell back to the closed-loop metrics, all "not measured"."""
+    from rbl.store.shards import Shard
+    shards = [make_open_run(tmp_path / f"S{k}", Shard(k, 2)) for k in range(2)]
+    done = rbl("merge", *map(str, shards), "-o", str(tmp_path / "M"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    merged, whole = read_requests(tmp_path / "M"), read_requests(open_run)
+    assert merged.num_rows == whole.num_rows > 0
+    assert merged.sort_by([("scenario", "ascending"), ("round", "ascending"), ("seq", "ascending")]).equals(
+        whole.sort_by([("scenario", "ascending"), ("round", "ascending"), ("seq", "ascending")]))
+    done = rbl("report", str(tmp_path / "M"), *FAST, "-o", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert OVERLOAD_FILES <= {p.name for p in (tmp_path / "r").iterdir()}
+    cells = json.loads((tmp_path / "r" / "cells.json").read_text())
+    assert len(cells) == 6 and all(0.5 < c["carriedThroughput.median"] <= 1 for c in cells)
+
+
+def test_a_merged_open_loop_round_without_its_requests_is_a_gap(tmp_path):
+    from rbl.store.requests import round_path
+    from rbl.store.shards import Shard
+    shards = [make_open_run(tmp_path / f"S{k}", Shard(k, 2)) for k in range(2)]
+    scenario_id = next(p.name for p in (shards[0] / "requests").iterdir())
+    round_path(shards[0], scenario_id, 2).unlink()
+    done = rbl("merge", *map(str, shards), "-o", str(tmp_path / "M"), cwd=tmp_path)
+    assert done.returncode == 3 and not (tmp_path / "M").exists(), done.stderr
+    assert f"requests/{scenario_id}/round-2.parquet is missing" in done.stderr
+    assert f"({scenario_id}," in done.stderr and "round 2 missing" in done.stderr
+    done = rbl("merge", *map(str, shards), "-o", str(tmp_path / "M"), "--allow-gaps", cwd=tmp_path)
+    assert done.returncode == 3 and not round_path(tmp_path / "M", scenario_id, 2).exists()
+    assert round_path(tmp_path / "M", scenario_id, 1).is_file()

@@ -7,6 +7,8 @@ and every round of the plan is in exactly one of them. A round in two directorie
 a round in none a gap: both are listed with the shard each scenario belongs to, and the exit code
 is 3 (the same as a run with failed rounds); nothing is written unless --allow-gaps says to write
 what there is. The rows keep their values; they are written in plan order (scenario, round, user).
+An open-loop round keeps its per-request records (requests/SCENARIO/round-N.parquet, read and
+checked like the rest, written anew); one whose records are missing is no complete round (a gap).
 
 The shards are untrusted input, read through RunDirectory (run_reader.py) and never changed: a
 damaged plan or manifest is an error naming it, a line that is not a row is left out with a
@@ -22,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
+from ..plan_records import is_open_loop
 from .results import MANIFEST, PLAN, RESULTS, SCENARIOS, RunDirectory
 from .run_order import rounds_per_scenario
 from .run_reader import check_member
@@ -39,6 +42,7 @@ class ShardDir:
     rounds: dict[tuple[str, int], list[dict]] = field(default_factory=dict)
     complete: set[tuple[str, int]] = field(default_factory=set)      # rounds with every user once
     failures: list[dict] = field(default_factory=list)
+    requests: dict[tuple[str, int], object] = field(default_factory=dict)   # open-loop rounds' tables
 
 
 @dataclass
@@ -76,11 +80,29 @@ def _read(path: Path, say) -> tuple[ShardDir, dict, str]:
         say(f"warning: {message}; left out")
     for message in read.repeats():
         say(f"warning: {path / RESULTS}: {message}; the round is left out (`rbl run --resume {path}` redoes it)")
-    users_of = {s["id"]: s["users"] for s in run.scenarios(header)}
+    scenarios = list(run.scenarios(header))
+    users_of = {s["id"]: s["users"] for s in scenarios}
     found.rounds = read.rounds
     found.complete = {key for key in read.rounds if read.complete(key, users_of[key[0]])}
+    _read_requests(found, {s["id"] for s in scenarios if is_open_loop(s)}, say)
     found.failures = run.failures()               # read now: nothing is written before every input is read
     return found, header, digest
+
+
+def _read_requests(found: ShardDir, open_loop: set[str], say) -> None:
+    """The per-request tables of the shard's complete open-loop rounds, read (and checked) before
+    anything is written; a round whose table is missing is left out, with a warning."""
+    if not open_loop:
+        return
+    from .requests import read_round_requests, round_path     # pyarrow: only for open-loop plans
+    for key in sorted(k for k in found.complete if k[0] in open_loop):
+        table = read_round_requests(found.path, *key)
+        if table is None:
+            found.complete.discard(key)
+            say(f"warning: {round_path(found.path, *key)} is missing: the round's per-request records are "
+                f"lost, so the round is left out (a gap)")
+        else:
+            found.requests[key] = table
 
 
 def merge(dirs: list[Path], out: Path | None, allow_gaps: bool = False, say=print) -> MergeResult:
@@ -181,6 +203,10 @@ def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir
             for round_number in sorted(rounds_of.get(scenario["id"], ())):
                 shard = sources[(scenario["id"], round_number)][0]
                 rows = sorted(shard.rounds[(scenario["id"], round_number)], key=lambda r: r["userId"])
+                requests = shard.requests.get((scenario["id"], round_number))
+                if requests is not None:           # first, as the runner writes them: no row without its records
+                    from .requests import write_round_requests
+                    write_round_requests(out, scenario["id"], round_number, requests)
                 merged.append_round(rows)
         for shard in shards:                               # failed rounds stay on record, with their shard
             for failure in shard.failures:

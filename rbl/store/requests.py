@@ -114,6 +114,17 @@ def read_requests(run_dir: Path, scenario_ids=None) -> pa.Table:
     return pa.concat_tables(tables) if tables else empty_requests()
 
 
+def read_round_requests(run_dir: Path, scenario_id: str, round_number: int) -> pa.Table | None:
+    """One round's requests as written (REQUEST_SCHEMA), None when its file is absent; a link, or a
+    file that is not Parquet of this schema, is a UsageError naming it."""
+    if not _SCENARIO_ID.fullmatch(scenario_id):
+        return None
+    for directory in (run_dir / REQUESTS, run_dir / REQUESTS / scenario_id):
+        if not _is_directory(directory):
+            return None
+    return _read_round(run_dir, f"{REQUESTS}/{scenario_id}/round-{round_number}.parquet")
+
+
 def _is_directory(path: Path) -> bool:
     try:
         status = os.lstat(path)
