@@ -1,4 +1,4 @@
-"""Topologies in the language: `topology { service ... }`, placements (`host`, `fault.at`), the plan's
+"""Topologies in the language: `topology { service ... }`, placements (`host`), the plan's
 record, and the located, coded errors of a topology that cannot run."""
 
 from __future__ import annotations
@@ -94,17 +94,17 @@ def test_a_placement_axis_is_several_configurations():
                                                                      "productcatalog", "all"]
     assert header["clients"][1]["parameters"]["retry.host"]["value"] == "productcatalog"
     assert header["target"] == {"path": "/"}
-    assert header["fault"]["at"] == "frontend"                        # the entry, unless placed
+    assert "at" not in header["fault"]               # faults are injected where the load enters
     assert topology_from_record(json.loads(json.dumps(header["topology"]))) == space.topology
 
 
 def test_the_plan_with_a_topology_keeps_to_its_schema(tmp_path):
     from rbl.compiler.plan import write_plan
     from rbl.store.plan_file import load_plan_file            # the checks `rbl run PLAN` makes
-    space = compiled(CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = productcatalog"))
+    space = compiled(CART)
     write_plan(space, tmp_path)
     header, scenarios = load_plan_file(tmp_path / "plan.json")
-    assert {json.loads(line)["fault"]["at"] for line in scenarios} == {"productcatalog"}
+    assert len(list(scenarios)) == space.size
     assert header["topology"]["entry"] == "frontend"
 
 
@@ -149,8 +149,6 @@ def _space(topology: str, client: str = "client istio.retry {}", extra: str = ""
      ("E0203", 4, 24, "`cpus` of service `a` must be <= 256.0, found 1000.0")),
     ("    service a { work = none() }", "", "client istio.retry { host = b }",
      ("E0601", 6, 24, "no service `b` in the topology")),
-    ("    service a { work = none() }", "  fault.at = z\n", "client istio.retry {}",
-     ("E0601", 3, 14, "no service `z` in the topology")),
     ("    service a { work = none() }\n    service b { work = none() }", "", "client istio.retry {}",
      ("E0604", 3, 3, "the topology does not say which service the load calls")),
     ("    service a { work = none() }", "  target = \"/bytes/5\"\n", "client istio.retry {}",

@@ -28,8 +28,6 @@ def native(param: Param, value) -> object:
 
 def fault_record(space: TestSpace, rate) -> dict:
     record = {"kind": space.fault.kind, "rate": native_number(rate.v)}
-    if space.topology is not None:          # the service that injects it (the entry's by default)
-        record["at"] = space.fault.at or space.topology.entry
     if space.fault.kind == "abort":
         record["status"] = space.fault.status
     else:

@@ -67,7 +67,6 @@ class Fault:
     status: int | None             # abort: HTTP status
     duration: Value | None         # delay: fixed delay
     rates: Axis
-    at: str | None = None          # the service injecting it (a topology's); None: the target (or the entry)
 
 
 @dataclass(frozen=True)

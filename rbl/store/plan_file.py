@@ -296,8 +296,7 @@ def _shape_problem(s: object) -> str | None:
         return _invalid(s, "id")
     if not _number(s["index"], 0, INT64):
         return _invalid(s, "index")
-    if not (type(fault) is dict and type(fault.get("kind")) is str
-            and fault.keys() - {"at"} == _FAULT_KEYS.get(fault["kind"]) and _IDENTIFIER.fullmatch(str(fault.get("at", "_")))
+    if not (type(fault) is dict and type(fault.get("kind")) is str and fault.keys() == _FAULT_KEYS.get(fault["kind"])
             and _number(fault["rate"], 0, 100, integer=False)
             and (_number(fault["status"], 200, 599) if "status" in fault else _number(fault["duration_ms"], 1, INT32))):
         return _invalid(s, "fault")
