@@ -126,6 +126,8 @@ ISTIO_POLICIES = {
                           "baseEjectionTime": _NUMBER, "maxEjectionPercent": int, "minHealthPercent": int},
     "timeout": {"timeout": _NUMBER},
 }
+for _allowed in ISTIO_POLICIES.values():
+    _allowed["host"] = str           # where a topology's sidecars enforce the policy (their business, not the job's)
 
 
 def sidecar_policy(allowed: dict) -> Callable[[dict], Callable[[Call], Call]]:

@@ -59,10 +59,15 @@ class BackendChoice:
         return self.name == "kubernetes"
 
     def check_plan(self, header: dict) -> None:
-        """Open-loop load runs on the local backend only."""
+        """Open-loop load and topologies run on the local backend only."""
         if is_open_loop(header) and self.name != "local":
             raise UsageError(f"open-loop load (`load = open`) runs on the local backend only; --backend {self.name} "
                              "cannot run it yet", hint="leave out --backend: the local backend runs it")
+        if "topology" in header and self.name != "local":
+            raise UsageError(f"a topology (`topology {{ ... }}`) runs on the local backend only; --backend {self.name} "
+                             "cannot run it yet",
+                             hint="leave out --backend: the local backend runs each service under its own CPU "
+                                  "budget; `rbl compile --target istio` writes its policies for a real mesh")
 
     def build(self):
         """The backend itself: one that starts a plan's services for this runner (runner/backend.py's

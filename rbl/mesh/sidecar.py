@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from ..errors import EXIT_INTERNAL, RblError
-from .sidecar_config import (CLUSTER_NAME, ROUTE_NAME, STAT_PREFIX, SidecarAddresses, cluster,
-                             discovery_response, route_configuration, sidecar_bootstrap)
+from .sidecar_config import (CLUSTER_NAME, ROUTE_NAME, STAT_PREFIX, SidecarAddresses, cluster, cluster_for,
+                             discovery_response, route_configuration, route_configuration_of, route_for,
+                             sidecar_bootstrap)
 
 APPLY_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.002
@@ -54,16 +55,34 @@ class Sidecar:
 
     def write_initial(self) -> Path:
         """The bootstrap and a first configuration (baseline), which Envoy needs to start."""
+        return self.write_initial_resources(*self.resources("baseline", {}))
+
+    def write_initial_resources(self, route: dict, clusters: list[dict]) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._write_resources("baseline", {})
+        self._write_resources(route, clusters)
         _write_json(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds)))
         return self.bootstrap
 
+    def resources(self, pattern: str, config: dict) -> tuple[dict, list[dict]]:
+        """A client's sidecar: one route and one cluster, to the fault proxy, under the configuration's policies."""
+        return route_configuration(pattern, config), [cluster(pattern, config, self.addresses)]
+
+    def resources_of(self, policies: dict[str, dict], baseline: bool) -> tuple[dict, list[dict]]:
+        """resources() of policies already split (and placed: those a topology puts on its entry)."""
+        route = route_for(policies, CLUSTER_NAME, baseline=baseline)
+        virtual_host = {"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": route}]}
+        endpoint = (self.addresses.upstream_host, self.addresses.upstream_port)
+        return route_configuration_of([virtual_host]), [cluster_for(policies, CLUSTER_NAME, [endpoint])]
+
     def apply(self, pattern: str, config: dict, timeout: float = APPLY_TIMEOUT_S) -> float:
         """Switch to a configuration and wait until Envoy runs it; returns the seconds it took."""
+        return self.apply_resources(*self.resources(pattern, config), timeout=timeout)
+
+    def apply_resources(self, route: dict, clusters: list[dict], timeout: float = APPLY_TIMEOUT_S) -> float:
+        """Switch to this route configuration and these clusters, and wait until Envoy runs them."""
         began = time.perf_counter()
         before = self._stats()
-        self._write_resources(pattern, config)
+        self._write_resources(route, clusters)
         deadline = began + timeout
         while True:
             now = self._stats()
@@ -79,15 +98,19 @@ class Sidecar:
 
     def counters(self) -> dict[str, int]:
         """The cluster's cumulative counters, under the names results use."""
-        stats = self._stats()
-        return {column: sum(stats.get(f"cluster.{CLUSTER_NAME}.{name}", 0) for name in names)
-                for column, names in COUNTERS.items()}
+        return self.cluster_counters((CLUSTER_NAME,))[CLUSTER_NAME]
 
-    def _write_resources(self, pattern: str, config: dict) -> None:
+    def cluster_counters(self, clusters) -> dict[str, dict[str, int]]:
+        """Each named cluster's cumulative counters (one read of the admin API for all)."""
+        stats = self._stats()
+        return {name: {column: sum(stats.get(f"cluster.{name}.{counter}", 0) for counter in counters)
+                       for column, counters in COUNTERS.items()} for name in clusters}
+
+    def _write_resources(self, route: dict, clusters: list[dict]) -> None:
         self.version += 1
         version = str(self.version)
-        _write_json(self.rds, discovery_response(route_configuration(pattern, config), version))
-        _write_json(self.cds, discovery_response(cluster(pattern, config, self.addresses), version))
+        _write_json(self.rds, discovery_response(route, version))
+        _write_json(self.cds, {"version_info": version, "resources": clusters})
 
     def _stats(self) -> dict[str, int]:
         host, port = self.addresses.bind_host, self.addresses.admin_port

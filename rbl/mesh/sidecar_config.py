@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..clients.protocol import SIDECAR_FLAGS_HEADER
-from ..libraries.composition import policies_of
+from ..libraries.composition import BASELINE, policies_of
 from ..libraries.istio import DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, UNLIMITED
 
 ROUTE_NAME = "outbound"
@@ -105,16 +105,27 @@ def _retry_policy(retry: dict | None) -> dict | None:
 
 def route_configuration(pattern: str, config: dict) -> dict:
     """The VirtualService part: the route's retry policy and timeout."""
-    policies = policies_of(pattern, config)
-    retry = _retry_policy(policies.get("retry", {"attempts": 0} if pattern == "baseline" else None))
-    timeout = policies.get("timeout", {}).get("timeout")
-    route = {"cluster": CLUSTER_NAME, "timeout": _duration(timeout) if timeout else "0s"}
-    if retry is not None:
-        route["retry_policy"] = retry
+    route = route_for(policies_of(pattern, config), CLUSTER_NAME, baseline=pattern == BASELINE)
+    return route_configuration_of([{"name": "all", "domains": ["*"],
+                                    "routes": [{"match": {"prefix": "/"}, "route": route}]}])
+
+
+def route_configuration_of(virtual_hosts: list[dict]) -> dict:
+    """A RouteConfiguration of these virtual hosts, every reply carrying Envoy's response flags."""
     return {"@type": "type.googleapis.com/envoy.config.route.v3.RouteConfiguration", "name": ROUTE_NAME,
             "response_headers_to_add": [{"header": {"key": FLAGS_HEADER, "value": "%RESPONSE_FLAGS%"}}],
-            "virtual_hosts": [{"name": "all", "domains": ["*"],
-                               "routes": [{"match": {"prefix": "/"}, "route": route}]}]}
+            "virtual_hosts": virtual_hosts}
+
+
+def route_for(policies: dict[str, dict], cluster_name: str, baseline: bool = False) -> dict:
+    """A route to `cluster_name` under these policies (policies_of's result): retries and timeout.
+    No retry policy among them: Istio's default retry (none at all for the baseline)."""
+    retry = _retry_policy(policies.get("retry", {"attempts": 0} if baseline else None))
+    timeout = policies.get("timeout", {}).get("timeout")
+    route = {"cluster": cluster_name, "timeout": _duration(timeout) if timeout else "0s"}
+    if retry is not None:
+        route["retry_policy"] = retry
+    return route
 
 
 def _limit(pool: dict, name: str) -> int:
@@ -124,18 +135,27 @@ def _limit(pool: dict, name: str) -> int:
 
 def cluster(pattern: str, config: dict, addresses: SidecarAddresses) -> dict:
     """The DestinationRule part: connection-pool limits as circuit breakers, outlier detection."""
-    policies = policies_of(pattern, config)
+    return cluster_for(policies_of(pattern, config), CLUSTER_NAME,
+                       [(addresses.upstream_host, addresses.upstream_port)])
+
+
+def cluster_for(policies: dict[str, dict], name: str, endpoints: list[tuple[str, int]],
+                lb_policy: str | None = None) -> dict:
+    """A cluster of these endpoints under these policies: pool limits as circuit breakers, outlier
+    detection; `lb_policy` as Envoy names it (unset: Envoy's round robin)."""
     pool = policies.get("circuit_breaker", {})
-    result = {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": CLUSTER_NAME,
+    result = {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": name,
               "type": "STATIC", "connect_timeout": CONNECT_TIMEOUT,
               "circuit_breakers": {"thresholds": [{
                   "max_connections": _limit(pool, "maxConnections"),
                   "max_pending_requests": _limit(pool, "http1MaxPendingRequests"),
                   "max_requests": _limit(pool, "http2MaxRequests"),
                   "max_retries": _limit(pool, "maxRetries"), "track_remaining": True}]},
-              "load_assignment": {"cluster_name": CLUSTER_NAME, "endpoints": [{"lb_endpoints": [{"endpoint": {
-                  "address": {"socket_address": {"address": addresses.upstream_host,
-                                                 "port_value": addresses.upstream_port}}}}]}]}}
+              "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
+                  {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}
+                  for host, port in endpoints]}]}}
+    if lb_policy is not None:
+        result["lb_policy"] = lb_policy
     if pool.get("maxRequestsPerConnection"):
         result["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": HTTP_OPTIONS_TYPE,

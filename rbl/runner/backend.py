@@ -33,6 +33,7 @@ class Prepared:
 
     client_artifacts: Mapping[str, Path] = field(default_factory=dict)   # library -> its built client
     loadgen: Path | None = None          # the open-loop load generator, when the plan needs one
+    chain: Path | None = None            # the service a topology's tiers run (rbl-chain), when the plan has one
 
 
 class Services(Protocol):
@@ -57,6 +58,10 @@ class Services(Protocol):
     def client_counters(self, library: str) -> dict[str, int] | None:
         """A mesh client's sidecar counters, cumulative (rbl/store/metrics.py SIDECAR_COLUMNS);
         None for a library client, which has no sidecar."""
+
+    def hop_counters(self) -> dict | None:
+        """A topology's cumulative counters, {"edges": {"caller>callee": {...}}, "services": {name:
+        {...}}} (rbl/runner/hops.py keeps their increase per round); None for a plan with one target."""
 
     def restart_client(self, library: str) -> None:
         """After a client died or hung: replace it with a fresh one."""

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..plan_records import RoundKind, round_kind
+from ..store.hops import append_hops
 from ..store.results import RunDirectory
 from ..store.run_order import RunOrder, ordered_runs, rounds_per_scenario
 from .backend import RoundFailed, Services
@@ -86,7 +87,7 @@ class Executor:
             self.pool.shutdown(wait=False, cancel_futures=True)
         return outcome
 
-    def run_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming]:
+    def run_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming, dict | None]:
         kind = round_kind(scenario)
         if kind not in self.drivers:
             raise RoundFailed("an open-loop round needs the load generator, which the backend did not prepare")
@@ -94,7 +95,7 @@ class Executor:
 
     def _attempt(self, scenario: dict, round_number: int, outcome: RunOutcome) -> None:
         try:
-            rows, timing = self.run_round(scenario, round_number)
+            rows, timing, hops = self.run_round(scenario, round_number)
         except RoundFailed as failure:
             self._record_failure(scenario, round_number, str(failure), outcome)
             self._recover(scenario["library"])
@@ -105,9 +106,11 @@ class Executor:
             lost.hint = (f"the rows of the finished rounds are kept; find out what stopped or replaced the "
                          f"service, then continue with `rbl run --resume {self.run.path}`")
             raise
+        if hops is not None:                     # before the rows: a round is complete once its rows are in
+            append_hops(self.run.path, hops)
         self.run.append_round(rows)
         outcome.rounds_run += 1
-        for row in rows:
+        for row in [*rows, *([hops] if hops else [])]:
             for oracle in {v["oracle"] for v in row["oracleViolations"]}:
                 outcome.violations[oracle] = outcome.violations.get(oracle, 0) + 1
         outcome.timings.append(timing)

@@ -1,6 +1,7 @@
 """The frame of every round, closed or open loop: check the services, set the fault, configure the
 client, read the counters, let a driver drive (ticking observers while it does), read the counters
-again, check that the services still run, and have the driver turn what it saw into rows.
+again, check that the services still run, and have the driver turn what it saw into rows. On a
+topology, the frame also keeps what the round did along the chain (hops.py).
 
 Drivers (closed_loop.py, open_loop.py) only drive and make rows from what they drove; they never
 call back into the frame. A driver's `start` returns at once with a handle the frame waits on in
@@ -17,7 +18,9 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ..plan_records import ClientKind, Load, client_kind, load_of
+from ..topology import topology_from_record
 from .backend import RoundFailed, Services
+from .hops import hop_record, increase
 from .liveness import ServicesLost, probe_target
 
 DRAIN_POLL_S = 0.5
@@ -109,12 +112,15 @@ class RoundFrame:
         self.session = session
         self.observers = observers
         self.clients = {c["label"]: c for c in header["clients"]}
+        self.topology = topology_from_record(header["topology"]) if "topology" in header else None
 
-    def run(self, scenario: dict, round_number: int, driver: Driver) -> tuple[list[dict], RoundTiming]:
+    def run(self, scenario: dict, round_number: int, driver: Driver) -> tuple[list[dict], RoundTiming, dict | None]:
+        """The round's rows, where its time went, and (for a topology) its record along the chain."""
         begin = time.perf_counter()
         setup = self._prepare(scenario, round_number)
         fault = self.services.fault
         sidecar_before = self.services.client_counters(setup.library)
+        hops_before = self.services.hop_counters()
         fault.reset_counters()
         started = _now()
         driving = driver.start(setup)
@@ -124,13 +130,17 @@ class RoundFrame:
             driving.stop()
         ended = _now()
         counters = Counters(fault.counters(), _increase(sidecar_before, self.services.client_counters(setup.library)))
+        hops = None
+        if self.topology is not None:
+            hops = hop_record(self.topology, scenario, setup.client, round_number,
+                              increase(hops_before, self.services.hop_counters()))
         # a service that died or was replaced during the round: its rows measured something else
         self.check_services(setup.library, through_proxy=False)
         settle = driver.settle_s(setup)
         if settle is not None:
             self._drain(settle)
         rows = driver.rows(setup, driven, counters, (started, ended))
-        return rows, RoundTiming(time.perf_counter() - begin, driver.busy_s(setup, driven))
+        return rows, RoundTiming(time.perf_counter() - begin, driver.busy_s(setup, driven)), hops
 
     def _prepare(self, scenario: dict, round_number: int) -> RoundSetup:
         """Services checked, the scenario's fault set and confirmed, the client configured."""

@@ -344,6 +344,9 @@ class DockerServices:
     def client_counters(self, library: str) -> dict[str, int] | None:
         return self._ask_sidecar(library, Sidecar.counters) if library in self.sidecars else None
 
+    def hop_counters(self) -> dict | None:
+        return None                           # topologies run on the local backend only (backend_choice.py)
+
     def _ask_sidecar(self, library: str, ask):
         """A sidecar whose container stopped fails the round, as a client that stops does (the
         executor then restarts both); the runner asks its admin API between the checks that would

@@ -31,10 +31,12 @@ from ...clients.protocol import max_jobs_arguments
 from ...compiler.plan import axis_largest
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing
+from ...libraries.composition import BASELINE
 from ...plan_records import MESH_SERVICE, is_open_loop
+from ...topology import topology_from_record
 from ...runner.fault_control import FaultControl
 from ...runner.backend import Prepared, RoundFailed
-from ...runner.liveness import process_problem
+from ...runner.liveness import ServicesLost, process_problem
 from ...runner.notices import BuildNotice
 from ...targets.client_builds import BUILT_CLIENTS, RECIPES, client_artifact, client_command, client_jar
 from ...targets.envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
@@ -42,6 +44,7 @@ from ..net import HOST, free_port, reported_version
 from ...mesh.sidecar import Sidecar, SidecarError
 from ...mesh.sidecar_config import SidecarAddresses
 from .cpu_budget import CpuBudget, budget_name, create_budget
+from .topology import TopologyServices
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
@@ -89,11 +92,17 @@ class LocalBackend:
             if kind in BUILT_CLIENTS:
                 with BuildNotice(console) as notice:     # a first build takes a while: say it is alive
                     artifacts[library] = client_jar(kind, self.options.client_jars.get(library), say=notice.say)
-        loadgen = None
+        loadgen = chain = None
         if is_open_loop(header):
             with BuildNotice(console) as notice:
                 loadgen = client_artifact("loadgen", say=notice.say)
-        return Prepared(client_artifacts=artifacts, loadgen=loadgen)
+        if "topology" in header:
+            if envoy_binary() is None:
+                raise EnvironmentMissing("a topology's services make their calls through sidecar Envoys, and none "
+                                         "is installed", hint=ENVOY_ADVICE)
+            with BuildNotice(console) as notice:
+                chain = client_artifact("chain", say=notice.say)
+        return Prepared(client_artifacts=artifacts, loadgen=loadgen, chain=chain)
 
     def session_settings(self) -> dict:
         seed = {"proxy_seed": self.options.seed} if self.proxy.kind == "builtin" else {}
@@ -103,8 +112,12 @@ class LocalBackend:
         libraries = {c["library"]: c["service"] for c in header["clients"]}
         # open-loop load: a client may hold as many calls at once as the load generator opens
         users = OPEN_LOOP_CONNECTIONS if is_open_loop(header) else axis_largest(header["users"])
-        return LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
-                             self.proxy, header.get("target"))
+        services = LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
+                                 self.proxy, header.get("target"))
+        if "topology" in header:
+            services.topology = TopologyServices(topology_from_record(header["topology"]), run_dir / "topology",
+                                                 services.target_token, prepared.chain, envoy_binary(), services._start)
+        return services
 
 
 class LocalServices:
@@ -133,21 +146,30 @@ class LocalServices:
         self._starters: ThreadPoolExecutor | None = None
         # the target answers with it (target_app.py), so the runner can tell it from an impostor
         self.target_token = secrets.token_hex(16)
+        self.topology: TopologyServices | None = None     # a topology's services, in the target's place
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "LocalServices":
         self._stopping = False
         # Services are started from these threads, which must live as long as the services do:
         # the parent-death signal (processes.py) fires when the *thread* that forked a child exits.
-        self._starters = ThreadPoolExecutor(max_workers=1 + max(1, len(self.libraries)),
+        jobs = self.topology.start_jobs() if self.topology is not None else []
+        self._starters = ThreadPoolExecutor(max_workers=1 + max(1, len(self.libraries)) + len(jobs),
                                             thread_name_prefix="rbl-start")
         try:
-            ports = [free_port() for _ in range(self.target.get("replicas", 1))]
-            target = self._starters.submit(self._start_targets, ports)
+            if self.topology is not None:            # the topology's entry service in the target's place
+                ports = self.topology.entry_ports
+                targets = [self._starters.submit(job, argument) for job, argument in jobs]
+            else:
+                ports = [free_port() for _ in range(self.target.get("replicas", 1))]
+                targets = [self._starters.submit(self._start_targets, ports)]
             self._start_proxy(ports)                 # needs the targets' ports, not the targets
             clients = [self._starters.submit(self.start_client, library) for library in self.libraries]
-            for started in [target, *clients]:
+            for started in [*targets, *clients]:
                 started.result()
+            if self.topology is not None:
+                self.target_port = ports[0]
+                self.target_description = self.topology.description()
         except BaseException:
             self.stop()
             raise
@@ -164,6 +186,8 @@ class LocalServices:
         for budget in self.budgets:
             budget.remove()
         self.budgets.clear()
+        if self.topology is not None:
+            self.topology.remove_budgets()
         self.services.clear()
         self.clients.clear()
         self.sidecars.clear()
@@ -297,11 +321,29 @@ class LocalServices:
         self.start_client(library)
 
     def configure_client(self, library: str, pattern: str, config: dict) -> None:
-        if library in self.sidecars:
+        if self.topology is not None:
+            self._configure_topology(library, pattern, config)
+        elif library in self.sidecars:
             self._ask_sidecar(library, lambda sidecar: sidecar.apply(pattern, config))
+
+    def _configure_topology(self, library: str, pattern: str, config: dict) -> None:
+        """The configuration's policies where their hosts place them: the services' sidecars, and for
+        a mesh client its own sidecar, which calls the entry service (through the fault proxy)."""
+        mesh = library in self.sidecars
+        try:
+            placed = self.topology.configure(pattern if mesh else None, config)
+        except SidecarError as error:
+            raise ServicesLost(f"a topology sidecar did not take the configuration: {error}") from error
+        if mesh:
+            resources = lambda sidecar: sidecar.resources_of(placed[self.topology.topology.entry],  # noqa: E731
+                                                             pattern == BASELINE)
+            self._ask_sidecar(library, lambda sidecar: sidecar.apply_resources(*resources(sidecar)))
 
     def client_counters(self, library: str) -> dict[str, int] | None:
         return self._ask_sidecar(library, Sidecar.counters) if library in self.sidecars else None
+
+    def hop_counters(self) -> dict | None:
+        return self.topology.counters() if self.topology is not None else None
 
     def _ask_sidecar(self, library: str, ask):
         """A sidecar that died fails the round, as a client that dies does (the executor then

@@ -69,5 +69,6 @@ def create_budget(name: str, cpus: float) -> tuple[CpuBudget | None, str]:
     return None, "this machine has no cgroup CPU controller rbl can use"
 
 
-def budget_name(run_token: str, replica: int) -> str:
-    return f"rbl-{os.getpid()}-{run_token[:8]}-target{replica}"
+def budget_name(run_token: str, replica: int, what: str = "target") -> str:
+    """A cgroup's name: this runner's, this run's, and which replica of what (the target, or a service)."""
+    return f"rbl-{os.getpid()}-{run_token[:8]}-{what}{replica}"

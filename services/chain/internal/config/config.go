@@ -34,9 +34,9 @@ var serviceName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0
 
 // Work is step 2 of a request.
 type Work struct {
-	Kind string `json:"kind"`
-	N    *int   `json:"n,omitempty"`
-	Ms   *int   `json:"ms,omitempty"`
+	Kind string   `json:"kind"`
+	N    *int     `json:"n,omitempty"`
+	Ms   *float64 `json:"ms,omitempty"`
 }
 
 // Call is one step of step 3: Times calls to Service, one after another or all at once.

@@ -18,8 +18,8 @@ import (
 
 // The headers of the failure rule.
 const (
-	FailedAtHeader     = "X-Rbl-Failed-At"     // <service>/<cause>, where a failed request's failure started
-	SidecarFlagsHeader = "X-Rbl-Sidecar-Flags" // Envoy's response flags on the sidecar's replies ("-" for none)
+	FailedAtHeader     = "X-Rbl-Failed-At"      // <service>/<cause>, where a failed request's failure started
+	SidecarFlagsHeader = "X-Rbl-Response-Flags" // Envoy's response flags on the sidecar's replies ("-" for none)
 )
 
 // FailedAt says where the failure of a call to called started: deeper when the failed answer says

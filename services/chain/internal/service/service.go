@@ -64,7 +64,7 @@ func workOf(w config.Work) func() {
 		n := *w.N
 		return func() { Factorial(n) }
 	case config.WorkSleep:
-		d := time.Duration(*w.Ms) * time.Millisecond
+		d := time.Duration(*w.Ms * float64(time.Millisecond))
 		return func() { time.Sleep(d) }
 	}
 	return nil

@@ -1,0 +1,201 @@
+"""A topology's services on this machine: every replica of every service an rbl-chain process on a
+loopback port, under its own cgroup CPU budget where the spec gives one and the machine allows it,
+and beside every service that calls others a sidecar Envoy through which it makes those calls
+(docs/topologies.md). The fault proxy stays in front of the entry service: the load, and the faults,
+enter there.
+
+Per scenario, the policies of its configuration go where their `host` places them: into the caller
+sidecars' routes and clusters of the service they govern (configure). Per round, the runner reads
+every edge's and every service's cumulative counters (counters) and keeps their increase.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ...dataplane.target_token import TOKEN_HEADER
+from ...libraries.composition import BASELINE, policies_of
+from ...libraries.istio import placed_policies
+from ...mesh.sidecar import Sidecar, SidecarError
+from ...mesh.sidecar_config import SidecarAddresses
+from ...mesh.topology_sidecars import caller_resources
+from ...runner.liveness import ServicesLost
+from ...topology import Topology
+from ..net import HOST, free_port
+from .cpu_budget import CpuBudget, budget_name, create_budget
+from .processes import Service
+
+READY_TIMEOUT = 30.0
+STATS_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Replica:
+    service: str
+    index: int
+    port: int
+    cpus: float | None
+
+
+class TopologyServices:
+    """The processes of one run's topology, started by `start` through the backend's own starter (so
+    they stop with every other service), and what the runner asks of them."""
+
+    def __init__(self, topology: Topology, directory: Path, token: str, chain: Path, envoy: Path,
+                 start_service: Callable[..., Service]):
+        self.topology = topology
+        self.directory = directory           # RUN/topology: the replicas' configurations, the sidecars' files
+        self.token = token
+        self.chain = chain
+        self.envoy = envoy
+        self.start_service = start_service
+        self.replicas = {s.name: [Replica(s.name, r, free_port(), s.replica_cpus(r)) for r in range(s.replicas)]
+                         for s in topology.services}
+        # a sidecar for every service that calls others: its addresses, and the files it watches
+        self.sidecars: dict[str, Sidecar] = {
+            s.name: Sidecar(directory / f"sidecar-{s.name}", SidecarAddresses(free_port(), free_port(), HOST, 0, HOST))
+            for s in topology.services if s.calls}
+        self.budgets: list[CpuBudget] = []
+        self.described: list[str] = []
+
+    @property
+    def entry_ports(self) -> list[int]:
+        return [replica.port for replica in self.replicas[self.topology.entry]]
+
+    def endpoints(self, caller: str) -> dict[str, list[tuple[str, int]]]:
+        """The services `caller` calls, each with its replicas' addresses (its sidecar's clusters)."""
+        callees = dict.fromkeys(step.service for step in self.topology.service(caller).calls)
+        return {callee: [(HOST, replica.port) for replica in self.replicas[callee]] for callee in callees}
+
+    # -- start -------------------------------------------------------------------------------
+    def start_jobs(self) -> list[tuple[Callable, object]]:
+        """(job, argument) for every sidecar and replica: the backend runs them side by side on its
+        starter threads, which live as long as the services (the parent-death signal is per thread)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return [*((self._start_sidecar, name) for name in self.sidecars),
+                *((self._start_replica, replica) for replicas in self.replicas.values() for replica in replicas)]
+
+    def _start_sidecar(self, name: str) -> None:
+        sidecar = self.sidecars[name]
+        bootstrap = sidecar.write_initial_resources(*caller_resources({}, self.endpoints(name)))
+        # one worker, as the clients' sidecars: a pool limit is then one pool's, not one per worker
+        service = self.start_service(f"{name} sidecar (Envoy)",
+                                     [str(self.envoy), "-c", str(bootstrap), "--use-dynamic-base-id",
+                                      "--concurrency", "1", "--log-level", "warning"], f"sidecar-service-{name}.log")
+        service.wait_http(f"http://{HOST}:{sidecar.addresses.admin_port}/ready", READY_TIMEOUT)
+
+    def _start_replica(self, replica: Replica) -> None:
+        service = self.topology.service(replica.service)
+        config = {"service": service.name, "replica": replica.index, "work": _work(service.work),
+                  "calls": [{"service": c.service, "times": c.times, "parallel": c.parallel} for c in service.calls]}
+        if service.calls:
+            config["outbound"] = f"{HOST}:{self.sidecars[service.name].addresses.listen_port}"
+        path = self.directory / f"{service.name}-{replica.index}.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        argv = [str(self.chain), "--listen", f"{HOST}:{replica.port}", "--config", str(path), "--token", self.token]
+        env = dict(os.environ)
+        described = f"{service.name} {replica.index + 1}/{service.replicas}"
+        if replica.cpus is not None:
+            # Go sizes its scheduler by the machine's cores, not by a cgroup quota: by the budget instead
+            env["GOMAXPROCS"] = str(max(1, math.ceil(replica.cpus)))
+            budget, why = create_budget(budget_name(self.token, replica.index, service.name), replica.cpus)
+            if budget is not None:
+                self.budgets.append(budget)
+                argv = budget.wrap(argv)
+                described += f": {budget.describe()}"
+            else:
+                described += f": {replica.cpus:g} CPU NOT enforced: {why}"
+        else:
+            described += ": no CPU budget"
+        started = self.start_service(f"{service.name} replica {replica.index + 1} (rbl-chain)", argv,
+                                     f"service-{service.name}-{replica.index}.log", env=env)
+        started.read_announcement("ready", READY_TIMEOUT)
+        self.described.append(described)
+
+    def description(self) -> str:
+        return f"topology, entry {self.topology.entry}: " + "; ".join(sorted(self.described))
+
+    # -- per scenario ------------------------------------------------------------------------
+    def configure(self, pattern: str | None, config: dict) -> dict[str, dict]:
+        """Every caller sidecar under one configuration's placed policies (pattern None: a library
+        client's scenario, where no mesh policy is placed and Istio's defaults govern every call);
+        returns the policies placed on each service."""
+        placed = placed_policies(policies_of(pattern, config), self.topology.entry, self.topology.names) \
+            if pattern is not None else {name: {} for name in self.topology.names}
+        baseline = pattern == BASELINE
+        for name, sidecar in self.sidecars.items():
+            sidecar.apply_resources(*caller_resources(placed, self.endpoints(name), baseline))
+        return placed
+
+    # -- per round ---------------------------------------------------------------------------
+    def counters(self) -> dict:
+        """Cumulative counters: {"edges": {"caller>callee": {...}}, "services": {name: {...}}}."""
+        services: dict[str, dict] = {}
+        calls: dict[tuple[str, str], dict] = {}
+        for name, replicas in self.replicas.items():
+            total = {"requests": 0, "answeredOk": 0, "answeredFailed": 0, "workSeconds": 0.0,
+                     "wastedWorkSeconds": 0.0, "cpuSeconds": 0.0}
+            for replica in replicas:
+                stats = self._stats(replica)
+                answered = stats.get("answered", {})
+                ok = sum(n for status, n in answered.items() if status.startswith("2"))
+                total["requests"] += stats.get("requests", 0)
+                total["answeredOk"] += ok
+                total["answeredFailed"] += sum(answered.values()) - ok
+                work = stats.get("work_seconds", {})
+                total["workSeconds"] += work.get("ok", 0.0) + work.get("failed", 0.0)
+                total["wastedWorkSeconds"] += work.get("failed", 0.0)
+                cpu = stats.get("cpu_seconds", {})
+                total["cpuSeconds"] += cpu.get("user", 0.0) + cpu.get("system", 0.0)
+                for callee, call in stats.get("calls", {}).items():
+                    edge = calls.setdefault((name, callee), {"calls": 0, "callsFailed": 0})
+                    statuses = call.get("statuses", {})
+                    edge["calls"] += call.get("sent", 0)
+                    edge["callsFailed"] += sum(n for status, n in statuses.items() if not status.startswith("2"))
+            services[name] = total
+        edges = {}
+        for caller, sidecar in self.sidecars.items():
+            callees = list(self.endpoints(caller))
+            try:
+                by_cluster = sidecar.cluster_counters(callees)
+            except SidecarError as error:
+                raise ServicesLost(f"the {caller} sidecar's admin API did not answer: {error}") from error
+            for callee in callees:
+                edges[f"{caller}>{callee}"] = {**calls.get((caller, callee), {"calls": 0, "callsFailed": 0}),
+                                               **by_cluster[callee]}
+        return {"edges": edges, "services": services}
+
+    def _stats(self, replica: Replica) -> dict:
+        connection = http.client.HTTPConnection(HOST, replica.port, timeout=STATS_TIMEOUT)
+        try:
+            connection.request("GET", "/rbl/stats", headers={TOKEN_HEADER: self.token})
+            response = connection.getresponse()
+            body = response.read()
+        except (OSError, http.client.HTTPException) as error:
+            raise ServicesLost(f"{replica.service} replica {replica.index + 1} did not answer /rbl/stats: "
+                               f"{error}") from error
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise ServicesLost(f"{replica.service} replica {replica.index + 1} answered /rbl/stats with "
+                               f"HTTP {response.status}: not this run's service")
+        return json.loads(body)
+
+    def remove_budgets(self) -> None:
+        for budget in self.budgets:
+            budget.remove()
+        self.budgets.clear()
+
+
+def _work(work) -> dict:
+    if work.kind == "factorial":
+        return {"kind": "factorial", "n": work.amount}
+    if work.kind == "sleep":
+        return {"kind": "sleep", "ms": work.amount / 1000}
+    return {"kind": "none"}

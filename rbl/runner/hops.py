@@ -1,0 +1,68 @@
+"""What a round did along a topology (docs/topologies.md): each edge's and each service's counters over
+the round, the retry amplification beside its worst case, and the per-edge oracle.
+
+The backend reports cumulative counters (Services.hop_counters); a round's record is their increase,
+with what follows from it: requests per entry request at each service (the amplification), the most
+the placed retries allow (the worst case: the product of 1 + attempts along each path), and, per
+edge, that its sidecar sent no more requests upstream than its calls times (attempts + 1).
+"""
+
+from __future__ import annotations
+
+from ..libraries.composition import BASELINE, policies_of
+from ..libraries.istio import DEFAULT_ATTEMPTS, placed_policies
+from ..plan_records import MESH_SERVICE
+from ..topology import Topology
+
+EDGE_SEPARATOR = ">"
+
+
+def increase(before, after):
+    """after - before, number by number, through nested dicts (a key new in `after` counts from 0)."""
+    if isinstance(after, dict):
+        return {key: increase((before or {}).get(key), value) for key, value in after.items()}
+    if isinstance(after, (int, float)) and not isinstance(after, bool):
+        return after - (before or 0)
+    return after
+
+
+def retry_attempts(topology: Topology, scenario: dict, client: dict) -> dict[str, int]:
+    """The retries each service's callers make of a failed call of it, under this scenario: the
+    placed retry's attempts, Istio's default retry's where none is placed, none for the baseline."""
+    mesh = client["service"] == MESH_SERVICE
+    if mesh and scenario["pattern"] == BASELINE:
+        return {name: 0 for name in topology.names}
+    policies = policies_of(scenario["pattern"], scenario["config"]) if mesh else {}
+    placed = placed_policies(policies, topology.entry, topology.names)
+    return {name: placed[name].get("retry", {}).get("attempts", DEFAULT_ATTEMPTS) for name in topology.names}
+
+
+def hop_record(topology: Topology, scenario: dict, client: dict, round_number: int, counters: dict) -> dict:
+    """One round's record in hops.jsonl: the increase of every edge's and service's counters, and what follows."""
+    services, edges = counters["services"], counters["edges"]
+    entry_requests = services[topology.entry]["requests"]
+    attempts = retry_attempts(topology, scenario, client)
+    worst = topology.worst_case_per_entry({name: attempts[name] for name in topology.names if name != topology.entry})
+    tiers = topology.tiers()
+    service_rows = []
+    for name in topology.names:
+        row = {"service": name, "tier": tiers.get(name), **services[name],
+               "perEntryRequest": round(services[name]["requests"] / entry_requests, 4) if entry_requests else None,
+               "perEntryRequestNominal": topology.requests_per_entry()[name],
+               "perEntryRequestWorstCase": worst[name]}
+        service_rows.append(row)
+    edge_rows, violations = [], []
+    for key, edge in edges.items():
+        caller, callee = key.split(EDGE_SEPARATOR)
+        bound = edge["calls"] * (attempts[callee] + 1)
+        edge_rows.append({"caller": caller, "callee": callee, **edge, "attempts": attempts[callee]})
+        if edge["sidecarUpstreamRequests"] > bound:
+            violations.append({"oracle": "hop.amplification",
+                               "detail": f"{caller} -> {callee}: its sidecar sent {edge['sidecarUpstreamRequests']} "
+                                         f"requests for {edge['calls']} calls, more than calls x (attempts "
+                                         f"{attempts[callee]} + 1) = {bound}"})
+    internal = sum(services[name]["requests"] for name in topology.names if name != topology.entry)
+    return {"scenarioId": scenario["id"], "scenarioIndex": scenario["index"], "round": round_number,
+            "client": scenario["client"], "entryRequests": entry_requests,
+            "amplification": round((entry_requests + internal) / entry_requests, 4) if entry_requests else None,
+            "services": service_rows, "edges": edge_rows, "oracleViolations": violations}
