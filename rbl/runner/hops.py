@@ -26,6 +26,21 @@ def increase(before, after):
     return after
 
 
+def percentile(buckets: dict[str, int], q: float, histogram) -> float | None:
+    """The q-quantile of a bucketed histogram ({bucket index: count}) as its bucket's upper bound in
+    ms (base x growth^k: at most growth - 1 above the true value); None without any count."""
+    total = sum(buckets.values())
+    if not total or not histogram or None in histogram:
+        return None
+    base, growth = histogram
+    seen = 0
+    for bucket in sorted(buckets, key=int):
+        seen += buckets[bucket]
+        if seen >= q * total:
+            return round(base * growth ** int(bucket), 3)
+    return None
+
+
 def retry_attempts(topology: Topology, scenario: dict, client: dict) -> dict[str, int]:
     """The retries each service's callers make of a failed call of it, under this scenario: the
     placed retry's attempts, Istio's default retry's where none is placed, none for the baseline."""
@@ -55,7 +70,9 @@ def hop_record(topology: Topology, scenario: dict, client: dict, round_number: i
     for key, edge in edges.items():
         caller, callee = key.split(EDGE_SEPARATOR)
         bound = edge["calls"] * (attempts[callee] + 1)
-        edge_rows.append({"caller": caller, "callee": callee, **edge, "attempts": attempts[callee]})
+        buckets = edge.pop("successBuckets", {})
+        latency = {f"successP{q}Ms": percentile(buckets, q / 100, counters.get("histogram")) for q in (50, 95, 99)}
+        edge_rows.append({"caller": caller, "callee": callee, **edge, **latency, "attempts": attempts[callee]})
         if edge["sidecarUpstreamRequests"] > bound:
             violations.append({"oracle": "hop.amplification",
                                "detail": f"{caller} -> {callee}: its sidecar sent {edge['sidecarUpstreamRequests']} "

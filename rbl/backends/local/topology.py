@@ -135,9 +135,11 @@ class TopologyServices:
 
     # -- per round ---------------------------------------------------------------------------
     def counters(self) -> dict:
-        """Cumulative counters: {"edges": {"caller>callee": {...}}, "services": {name: {...}}}."""
+        """Cumulative counters: {"edges": {"caller>callee": {...}}, "services": {name: {...}}}, and
+        "histogram": (base ms, growth) of the edges' success buckets (bucket k ends at base x growth^k)."""
         services: dict[str, dict] = {}
         calls: dict[tuple[str, str], dict] = {}
+        histogram = None
         for name, replicas in self.replicas.items():
             total = {"requests": 0, "answeredOk": 0, "answeredFailed": 0, "workSeconds": 0.0,
                      "wastedWorkSeconds": 0.0, "cpuSeconds": 0.0}
@@ -154,10 +156,14 @@ class TopologyServices:
                 cpu = stats.get("cpu_seconds", {})
                 total["cpuSeconds"] += cpu.get("user", 0.0) + cpu.get("system", 0.0)
                 for callee, call in stats.get("calls", {}).items():
-                    edge = calls.setdefault((name, callee), {"calls": 0, "callsFailed": 0})
+                    edge = calls.setdefault((name, callee), {"calls": 0, "callsFailed": 0, "successBuckets": {}})
                     statuses = call.get("statuses", {})
                     edge["calls"] += call.get("sent", 0)
                     edge["callsFailed"] += sum(n for status, n in statuses.items() if not status.startswith("2"))
+                    success = call.get("success_ms", {})
+                    histogram = (success.get("base_ms"), success.get("growth"))
+                    for bucket, count in success.get("counts", {}).items():
+                        edge["successBuckets"][bucket] = edge["successBuckets"].get(bucket, 0) + count
             services[name] = total
         edges = {}
         for caller, sidecar in self.sidecars.items():
@@ -167,9 +173,9 @@ class TopologyServices:
             except SidecarError as error:
                 raise ServicesLost(f"the {caller} sidecar's admin API did not answer: {error}") from error
             for callee in callees:
-                edges[f"{caller}>{callee}"] = {**calls.get((caller, callee), {"calls": 0, "callsFailed": 0}),
-                                               **by_cluster[callee]}
-        return {"edges": edges, "services": services}
+                no_calls = {"calls": 0, "callsFailed": 0, "successBuckets": {}}
+                edges[f"{caller}>{callee}"] = {**calls.get((caller, callee), no_calls), **by_cluster[callee]}
+        return {"edges": edges, "services": services, "histogram": histogram}
 
     def _stats(self, replica: Replica) -> dict:
         connection = http.client.HTTPConnection(HOST, replica.port, timeout=STATS_TIMEOUT)

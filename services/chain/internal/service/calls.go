@@ -122,6 +122,7 @@ func (c *caller) call(ctx context.Context, s *step) string {
 	request := (&http.Request{Method: http.MethodGet, URL: c.url, Host: s.service, Header: noHeaders,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
 	s.stats.sent.Add(1)
+	began := time.Now()
 	response, err := c.transport.RoundTrip(request)
 	if err != nil {
 		s.stats.statuses.add(0)
@@ -135,6 +136,7 @@ func (c *caller) call(ctx context.Context, s *step) string {
 		s.stats.addFlags(flags)
 	}
 	if response.StatusCode >= 200 && response.StatusCode < 300 {
+		s.stats.succeeded.add(time.Since(began)) // the response time of the call's successes
 		return ""
 	}
 	return FailedAt(s.service, response.StatusCode, first(response.Header[FailedAtHeader]), flags)

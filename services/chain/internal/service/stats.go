@@ -34,10 +34,11 @@ func (c *statusCounts) snapshot() map[string]uint64 {
 
 // callStats are one called service's: requests sent, their statuses, the sidecar's flags on them.
 type callStats struct {
-	sent     atomic.Uint64
-	statuses statusCounts
-	mu       sync.Mutex
-	flags    map[string]uint64
+	sent      atomic.Uint64
+	statuses  statusCounts
+	succeeded histogram // the response times of the calls answered 2xx
+	mu        sync.Mutex
+	flags     map[string]uint64
 }
 
 // addFlags counts each of a reply's Envoy response flags ("UO", or "URX,UF" for two).
@@ -107,6 +108,14 @@ type CallSnapshot struct {
 	Sent     uint64            `json:"sent"`
 	Statuses map[string]uint64 `json:"statuses"`
 	Flags    map[string]uint64 `json:"flags"`
+	Success  HistogramSnapshot `json:"success_ms"` // the response times of the calls answered 2xx
+}
+
+// HistogramSnapshot says what its buckets are: bucket k holds (base x growth^(k-1), base x growth^k] ms.
+type HistogramSnapshot struct {
+	BaseMs float64           `json:"base_ms"`
+	Growth float64           `json:"growth"`
+	Counts map[string]uint64 `json:"counts"` // bucket index -> count, for the buckets that hold any
 }
 
 func (s *Stats) snapshot(service string, replica int) Snapshot {
@@ -127,7 +136,8 @@ func (s *Stats) snapshot(service string, replica int) Snapshot {
 			flags[flag] = n
 		}
 		c.mu.Unlock()
-		snap.Calls[name] = CallSnapshot{Sent: c.sent.Load(), Statuses: c.statuses.snapshot(), Flags: flags}
+		snap.Calls[name] = CallSnapshot{Sent: c.sent.Load(), Statuses: c.statuses.snapshot(), Flags: flags,
+			Success: c.succeeded.snapshot()}
 	}
 	return snap
 }

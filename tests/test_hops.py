@@ -1,0 +1,77 @@
+"""What a round did along a topology (rbl/runner/hops.py): counters' increase, percentiles from
+buckets, the retry attempts each service's callers make, the worst case and the per-edge oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from rbl.runner.hops import hop_record, increase, percentile, retry_attempts
+from rbl.topology import CallStep, ServiceDef, Topology
+
+CHAIN = Topology("front", (ServiceDef("front", calls=(CallStep("middle", 2),)),
+                           ServiceDef("middle", calls=(CallStep("back"),)), ServiceDef("back", replicas=2)))
+MESH = {"label": "istio.retry", "service": "mesh"}
+LIBRARY = {"label": "tenacity.retry", "service": "python"}
+
+
+def scenario(pattern: str, config: dict, client: str = "istio.retry") -> dict:
+    return {"id": "abc", "index": 0, "client": client, "pattern": pattern, "config": config}
+
+
+def test_increase_goes_through_nested_counters_and_keeps_the_rest():
+    before = {"edges": {"a>b": {"calls": 3, "buckets": {"5": 1}}}, "histogram": (0.01, 1.1)}
+    after = {"edges": {"a>b": {"calls": 10, "buckets": {"5": 4, "7": 2}}}, "histogram": (0.01, 1.1)}
+    assert increase(before, after) == {"edges": {"a>b": {"calls": 7, "buckets": {"5": 3, "7": 2}}},
+                                       "histogram": (0.01, 1.1)}
+
+
+def test_a_percentile_is_the_upper_bound_of_its_bucket():
+    buckets = {"0": 50, "10": 45, "20": 5}          # bounds 0.01, 0.01 x 1.1^10, 0.01 x 1.1^20 ms
+    assert percentile(buckets, 0.5, (0.01, 1.1)) == 0.01
+    assert percentile(buckets, 0.95, (0.01, 1.1)) == round(0.01 * 1.1 ** 10, 3)
+    assert percentile(buckets, 0.99, (0.01, 1.1)) == round(0.01 * 1.1 ** 20, 3)
+    assert percentile({}, 0.5, (0.01, 1.1)) is None
+
+
+def test_retry_attempts_follow_the_placement():
+    placed = retry_attempts(CHAIN, scenario("retry", {"attempts": 5, "host": "back"}), MESH)
+    assert placed == {"front": 2, "middle": 2, "back": 5}               # Istio's default elsewhere
+    assert retry_attempts(CHAIN, scenario("retry", {"attempts": 1, "host": "all"}), MESH) == \
+        {"front": 1, "middle": 1, "back": 1}
+    assert retry_attempts(CHAIN, scenario("baseline", {}, "istio.baseline"), MESH) == {"front": 0, "middle": 0, "back": 0}
+    # a library's scenario places nothing: Istio's defaults govern every call
+    assert retry_attempts(CHAIN, scenario("retry", {"stop_after_attempt": 3}, "tenacity.retry"), LIBRARY) == \
+        {"front": 2, "middle": 2, "back": 2}
+
+
+def counters(front_to_middle_upstream: int) -> dict:
+    service = lambda n: {"requests": n, "answeredOk": n, "answeredFailed": 0, "workSeconds": 0.0,  # noqa: E731
+                         "wastedWorkSeconds": 0.0, "cpuSeconds": 0.0}
+    edge = lambda calls, upstream: {"calls": calls, "callsFailed": 0, "successBuckets": {"3": calls},  # noqa: E731
+                                    "sidecarUpstreamRequests": upstream, "sidecarRetries": upstream - calls}
+    return {"services": {"front": service(10), "middle": service(20), "back": service(20)},
+            "edges": {"front>middle": edge(20, front_to_middle_upstream), "middle>back": edge(20, 20)},
+            "histogram": (0.01, 1.1)}
+
+
+def test_a_round_record_has_amplification_worst_case_and_latency():
+    record = hop_record(CHAIN, scenario("retry", {"attempts": 1, "host": "middle"}), MESH, 1, counters(30))
+    assert record["amplification"] == 5.0 and record["entryRequests"] == 10
+    by_service = {row["service"]: row for row in record["services"]}
+    assert by_service["middle"]["perEntryRequestNominal"] == 2
+    assert by_service["middle"]["perEntryRequestWorstCase"] == 4        # 2 calls x (1 + 1 attempt)
+    assert by_service["back"]["perEntryRequestWorstCase"] == 12         # 4 tries x 1 call x (1 + 2 default)
+    assert by_service["back"]["tier"] == 3
+    edge = record["edges"][0]
+    assert (edge["caller"], edge["callee"], edge["attempts"]) == ("front", "middle", 1)
+    assert edge["successP50Ms"] == round(0.01 * 1.1 ** 3, 3) and "successBuckets" not in edge
+    assert record["oracleViolations"] == []
+
+
+@pytest.mark.parametrize("upstream, broken", [(40, False), (41, True)])
+def test_an_edge_that_sent_more_than_its_attempts_allow_breaks_the_oracle(upstream, broken):
+    record = hop_record(CHAIN, scenario("retry", {"attempts": 1, "host": "middle"}), MESH, 1, counters(upstream))
+    assert bool(record["oracleViolations"]) is broken
+    if broken:
+        assert record["oracleViolations"][0]["oracle"] == "hop.amplification"
+        assert "front -> middle: its sidecar sent 41 requests for 20 calls" in record["oracleViolations"][0]["detail"]

@@ -1,0 +1,177 @@
+"""Topologies end to end on the local backend: real rbl-chain services, a real sidecar Envoy per
+calling service, each policy enforced where its host places it; hops.jsonl says what every edge and
+service did; nothing is left running after a run, a failed start or Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rbl.store.hops import read_hops
+
+from .conftest import run_rbl
+
+USERS = 8
+SPEC = f"""space chain {{
+  users = {USERS}
+  successes = 15
+  max_requests = 400
+  topology {{
+    service front {{
+      work = factorial(100)
+      calls middle * 2
+    }}
+    service middle {{
+      work = none()
+      calls back
+    }}
+    service back {{
+      work = sleep(5ms)
+      replicas = 2
+      cpus = 0.5
+    }}
+  }}
+  client istio.circuit_breaker {{
+    http2MaxRequests = 1
+    host in [front, back]
+  }}
+  client tenacity.retry {{ stop_after_attempt = 2 }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def chain_run(tmp_path_factory) -> tuple[Path, list[dict], list[dict], str]:
+    root = tmp_path_factory.mktemp("topology")
+    (root / "chain.rbl").write_text(SPEC)
+    done = run_rbl("run", "chain.rbl", "-o", "run", cwd=root, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = root / "run"
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return out, rows, list(read_hops(out)), done.stdout + done.stderr
+
+
+def by_client(hops: list[dict], client: str, index: int | None = None) -> dict:
+    (record,) = [h for h in hops if h["client"] == client and (index is None or h["scenarioIndex"] == index)]
+    return record
+
+
+def test_every_round_has_its_record_along_the_chain(chain_run):
+    out, rows, hops, stdout = chain_run
+    assert len(hops) == 3 and {h["client"] for h in hops} == {"istio.circuit_breaker", "tenacity.retry"}
+    assert "target: topology, entry front" in stdout and "back 2/2: 0.5 CPU" in stdout
+    for record in hops:
+        assert record["oracleViolations"] == []
+        services = {s["service"]: s for s in record["services"]}
+        assert [services[name]["tier"] for name in ("front", "middle", "back")] == [1, 2, 3]
+        assert record["entryRequests"] == services["front"]["requests"] > 0
+
+
+def test_without_a_refusal_every_entry_request_becomes_the_graphs_requests(chain_run):
+    _, rows, hops, _ = chain_run
+    record = by_client(hops, "tenacity.retry")
+    services = {s["service"]: s for s in record["services"]}
+    entry = record["entryRequests"]
+    # the library's requests all reach the entry: what the proxy saw in the round (each row repeats it)
+    assert {r["proxyRequests"] for r in rows if r["client"] == "tenacity.retry"} == {entry}
+    assert entry == sum(r["totalRequests"] for r in rows if r["client"] == "tenacity.retry")
+    assert (services["middle"]["requests"], services["back"]["requests"]) == (2 * entry, 2 * entry)
+    assert record["amplification"] == 5.0
+    edges = {(e["caller"], e["callee"]): e for e in record["edges"]}
+    assert edges[("front", "middle")]["calls"] == edges[("front", "middle")]["sidecarUpstreamRequests"] == 2 * entry
+    back = edges[("middle", "back")]
+    assert back["callsFailed"] == 0 and back["sidecarPoolOverflows"] == 0
+    assert 5.0 <= back["successP50Ms"] < 100            # the back service sleeps 5 ms per request
+    assert services["back"]["workSeconds"] >= 0.005 * services["back"]["requests"] * 0.9
+
+
+def test_a_pool_limit_is_enforced_where_its_host_places_it(chain_run):
+    _, rows, hops, _ = chain_run
+    # on the entry: the client's own sidecar refuses; the services' sidecars never do
+    at_front = [r for r in rows if r["client"] == "istio.circuit_breaker" and r["config"]["host"] == "front"]
+    assert sum(r["circuitBrokenRequests"] for r in at_front) > 0
+    front = by_client(hops, "istio.circuit_breaker", at_front[0]["scenarioIndex"])
+    assert all(e["sidecarPoolOverflows"] == 0 for e in front["edges"])
+    # on the back service: every caller's sidecar (middle's) refuses, the client's never does
+    at_back = [r for r in rows if r["client"] == "istio.circuit_breaker" and r["config"]["host"] == "back"]
+    assert sum(r["circuitBrokenRequests"] for r in at_back) == 0
+    back = by_client(hops, "istio.circuit_breaker", at_back[0]["scenarioIndex"])
+    edges = {(e["caller"], e["callee"]): e for e in back["edges"]}
+    assert edges[("middle", "back")]["sidecarPoolOverflows"] > 0
+    assert edges[("front", "middle")]["sidecarPoolOverflows"] == 0
+    # refused late: the failure went up the chain, and the front's work on it was wasted
+    services = {s["service"]: s for s in back["services"]}
+    assert services["front"]["answeredFailed"] > 0 and services["front"]["wastedWorkSeconds"] > 0
+
+
+def _processes_of(marker: str) -> list[str]:
+    """Command lines of the running processes that mention `marker` (a run directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().split(") ")[-1].split()[0]
+        except OSError:
+            continue
+        if marker in command and state != "Z":
+            found.append(command)
+    return found
+
+
+def test_nothing_is_left_running_after_the_run(chain_run):
+    out, *_ = chain_run
+    assert _processes_of(str(out)) == []
+
+
+def test_ctrl_c_during_a_topology_run_stops_every_service(tmp_path):
+    (tmp_path / "chain.rbl").write_text(SPEC.replace("successes = 15", "successes = 400").replace(
+        "max_requests = 400", "max_requests = 100000"))
+    out = tmp_path / "run"
+    process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "chain.rbl", "-o", str(out)], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (out / "results.jsonl").exists() and not \
+                any("--token" in c for c in _processes_of(str(out))):
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert any("--token" in c for c in _processes_of(str(out))), "the topology never started"
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0, output
+    assert _processes_of(str(out)) == [], output
+
+
+def test_a_failed_start_stops_what_had_started(tmp_path):
+    from rbl.backends.local.backend import LocalBackend
+    from rbl.backends.local.processes import ServiceNotReady
+    from rbl.compiler.pipeline import compile_source
+    from rbl.compiler.plan import plan_header
+    from rbl.runner.backend import Prepared
+    from rbl.targets.envoy_binary import envoy_binary
+    space = compile_source(SPEC, "chain.rbl").space
+    header = plan_header(space)
+    (tmp_path / "logs").mkdir()
+    # an rbl-chain that exits at once: the sidecars and the proxy started beside it must go too
+    broken = tmp_path / "rbl-chain"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    backend = LocalBackend()
+    services = backend.start({**header, "clients": []}, tmp_path, tmp_path / "logs", Prepared(chain=broken))
+    with pytest.raises(ServiceNotReady, match="replica 1 \\(rbl-chain\\) exited with code 3"):
+        with services:
+            pass
+    assert envoy_binary() is not None
+    assert _processes_of(str(tmp_path)) == []
