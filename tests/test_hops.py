@@ -45,8 +45,8 @@ def test_retry_attempts_follow_the_placement():
 
 
 def counters(front_to_middle_upstream: int) -> dict:
-    service = lambda n: {"requests": n, "answeredOk": n, "answeredFailed": 0, "workSeconds": 0.0,  # noqa: E731
-                         "wastedWorkSeconds": 0.0, "cpuSeconds": 0.0}
+    service = lambda n: {"requests": n, "answeredOk": n, "answeredFailed": 0, "workSeconds": 0.1 * n,  # noqa: E731
+                         "failedWorkSeconds": 0.0, "cpuSeconds": 0.2 * n}
     edge = lambda calls, upstream: {"calls": calls, "callsFailed": 0, "successBuckets": {"3": calls},  # noqa: E731
                                     "sidecarUpstreamRequests": upstream, "sidecarRetries": upstream - calls}
     return {"services": {"front": service(10), "middle": service(20), "back": service(20)},
@@ -66,6 +66,19 @@ def test_a_round_record_has_amplification_worst_case_and_latency():
     assert (edge["caller"], edge["callee"], edge["attempts"]) == ("front", "middle", 1)
     assert edge["successP50Ms"] == round(0.01 * 1.1 ** 3, 3) and "successBuckets" not in edge
     assert record["oracleViolations"] == []
+
+
+def test_work_beyond_what_the_carried_requests_needed_is_wasted():
+    carried_all = hop_record(CHAIN, scenario("retry", {}), MESH, 1, counters(20))
+    assert carried_all["wastedCpuSeconds"] == 0.0
+    half = counters(20)
+    half["services"]["front"]["answeredOk"] = 5              # half the entry requests failed in the end
+    record = hop_record(CHAIN, scenario("retry", {}), MESH, 1, half)
+    by_service = {row["service"]: row for row in record["services"]}
+    # 5 carried x 2 requests each at the back: 10 of its 20 requests were needed
+    assert by_service["back"]["wastedShare"] == 0.5 and by_service["back"]["wastedWorkSeconds"] == 1.0
+    assert by_service["front"]["wastedCpuSeconds"] == 1.0 and record["entryCarried"] == 5
+    assert record["wastedCpuSeconds"] == 1.0 + 2.0 + 2.0
 
 
 @pytest.mark.parametrize("upstream, broken", [(40, False), (41, True)])

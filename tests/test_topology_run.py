@@ -108,7 +108,8 @@ def test_a_pool_limit_is_enforced_where_its_host_places_it(chain_run):
     assert edges[("front", "middle")]["sidecarPoolOverflows"] == 0
     # refused late: the failure went up the chain, and the front's work on it was wasted
     services = {s["service"]: s for s in back["services"]}
-    assert services["front"]["answeredFailed"] > 0 and services["front"]["wastedWorkSeconds"] > 0
+    assert services["front"]["answeredFailed"] > 0 and services["front"]["failedWorkSeconds"] > 0
+    assert services["back"]["wastedShare"] > 0 and back["wastedCpuSeconds"] > 0
 
 
 def _processes_of(marker: str) -> list[str]:

@@ -3,8 +3,9 @@ the round, the retry amplification beside its worst case, and the per-edge oracl
 
 The backend reports cumulative counters (Services.hop_counters); a round's record is their increase,
 with what follows from it: requests per entry request at each service (the amplification), the most
-the placed retries allow (the worst case: the product of 1 + attempts along each path), and, per
-edge, that its sidecar sent no more requests upstream than its calls times (attempts + 1).
+the placed retries allow (the worst case: the product of 1 + attempts along each path), the work and
+CPU each service spent beyond what the carried entry requests needed (wasted), and, per edge, that its
+sidecar sent no more requests upstream than its calls times (attempts + 1).
 """
 
 from __future__ import annotations
@@ -24,6 +25,19 @@ def increase(before, after):
     if isinstance(after, (int, float)) and not isinstance(after, bool):
         return after - (before or 0)
     return after
+
+
+def _waste(counts: dict, useful_requests: int) -> dict:
+    """What a service spent on anything but the entry requests that were carried: its work (and CPU)
+    beyond their share, the requests the carried ones needed here times its mean cost per request.
+    That is work on requests refused or failed later (or earlier), and on retries ("resources wasted")."""
+    requests = counts["requests"]
+    if not requests:
+        return {"wastedWorkSeconds": 0.0, "wastedShare": None, "wastedCpuSeconds": 0.0}
+    useful_share = min(1.0, useful_requests / requests)
+    return {"wastedWorkSeconds": round(counts["workSeconds"] * (1 - useful_share), 6),
+            "wastedShare": round(1 - useful_share, 4),
+            "wastedCpuSeconds": round(counts["cpuSeconds"] * (1 - useful_share), 6)}
 
 
 def percentile(buckets: dict[str, int], q: float, histogram) -> float | None:
@@ -59,12 +73,15 @@ def hop_record(topology: Topology, scenario: dict, client: dict, round_number: i
     attempts = retry_attempts(topology, scenario, client)
     worst = topology.worst_case_per_entry({name: attempts[name] for name in topology.names if name != topology.entry})
     tiers = topology.tiers()
+    nominal = topology.requests_per_entry()
+    carried = services[topology.entry]["answeredOk"]
     service_rows = []
     for name in topology.names:
-        row = {"service": name, "tier": tiers.get(name), **services[name],
-               "perEntryRequest": round(services[name]["requests"] / entry_requests, 4) if entry_requests else None,
-               "perEntryRequestNominal": topology.requests_per_entry()[name],
-               "perEntryRequestWorstCase": worst[name]}
+        counts = services[name]
+        row = {"service": name, "tier": tiers.get(name), **counts,
+               "perEntryRequest": round(counts["requests"] / entry_requests, 4) if entry_requests else None,
+               "perEntryRequestNominal": nominal[name], "perEntryRequestWorstCase": worst[name],
+               **_waste(counts, carried * nominal[name])}
         service_rows.append(row)
     edge_rows, violations = [], []
     for key, edge in edges.items():
@@ -80,6 +97,8 @@ def hop_record(topology: Topology, scenario: dict, client: dict, round_number: i
                                          f"{attempts[callee]} + 1) = {bound}"})
     internal = sum(services[name]["requests"] for name in topology.names if name != topology.entry)
     return {"scenarioId": scenario["id"], "scenarioIndex": scenario["index"], "round": round_number,
-            "client": scenario["client"], "entryRequests": entry_requests,
+            "client": scenario["client"], "entryRequests": entry_requests, "entryCarried": carried,
+            "wastedCpuSeconds": round(sum(row["wastedCpuSeconds"] for row in service_rows), 6),
+            "cpuSeconds": round(sum(row["cpuSeconds"] for row in service_rows), 6),
             "amplification": round((entry_requests + internal) / entry_requests, 4) if entry_requests else None,
             "services": service_rows, "edges": edge_rows, "oracleViolations": violations}

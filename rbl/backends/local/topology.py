@@ -142,7 +142,7 @@ class TopologyServices:
         histogram = None
         for name, replicas in self.replicas.items():
             total = {"requests": 0, "answeredOk": 0, "answeredFailed": 0, "workSeconds": 0.0,
-                     "wastedWorkSeconds": 0.0, "cpuSeconds": 0.0}
+                     "failedWorkSeconds": 0.0, "cpuSeconds": 0.0}
             for replica in replicas:
                 stats = self._stats(replica)
                 answered = stats.get("answered", {})
@@ -152,7 +152,7 @@ class TopologyServices:
                 total["answeredFailed"] += sum(answered.values()) - ok
                 work = stats.get("work_seconds", {})
                 total["workSeconds"] += work.get("ok", 0.0) + work.get("failed", 0.0)
-                total["wastedWorkSeconds"] += work.get("failed", 0.0)
+                total["failedWorkSeconds"] += work.get("failed", 0.0)     # on requests it answered failed
                 cpu = stats.get("cpu_seconds", {})
                 total["cpuSeconds"] += cpu.get("user", 0.0) + cpu.get("system", 0.0)
                 for callee, call in stats.get("calls", {}).items():
