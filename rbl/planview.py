@@ -40,13 +40,35 @@ def _resources(resources: dict | None) -> str:
     return f" ({', '.join(parts)})"
 
 
+def _topology_lines(space: TestSpace) -> list[str]:
+    """The topology as a figure would draw it: each service's work, budget and calls, tier by tier."""
+    topology = space.topology
+    tiers = topology.tiers()
+    per_entry = topology.requests_per_entry()
+    load = "open-loop load" if space.workload is not None else f"{space.successes} successes per virtual user"
+    lines = [f"  topology    entry {topology.entry}, {sum(per_entry.values())} requests per entry request; {load}"]
+    for service in sorted(topology.services, key=lambda s: (tiers.get(s.name, 99), s.name)):
+        budget = "" if service.cpus is None else f", {service.cpus:g} CPU"
+        if service.noisy_cpus is not None:
+            budget += f" (last replica {service.noisy_cpus:g})"
+        replicas = f" x{service.replicas}" if service.replicas > 1 else ""
+        calls = ", ".join(f"{c.service}{f' x{c.times}' if c.times > 1 else ''}{' parallel' if c.parallel else ''}"
+                          for c in service.calls)
+        tier = f"tier {tiers[service.name]}" if service.name in tiers else "never called"
+        lines.append(f"    {tier:<12} {service.name}{replicas}: {service.work.describe()}{budget}"
+                     + (f" -> {calls}" if calls else ""))
+    return lines
+
+
 def plan_summary(space: TestSpace) -> str:
     fault = space.fault
     what = f"abort {fault.status}" if fault.kind == "abort" else f"delay {format_value(fault.duration)}"
     confs = sum(c.configurations for c in space.clients)
     width = max([len(c.label) for c in space.clients] + [10])
     lines = [f"space {space.name} ({space.source_name})"]
-    if space.workload is None:
+    if space.topology is not None:
+        lines += _topology_lines(space)
+    elif space.workload is None:
         lines.append(f"  target      {space.target}, {space.successes} successes per virtual user, "
                      f"at most {space.max_requests} requests")
     else:

@@ -130,15 +130,15 @@ class RoundFrame:
             driving.stop()
         ended = _now()
         counters = Counters(fault.counters(), _increase(sidecar_before, self.services.client_counters(setup.library)))
-        hops = None
-        if self.topology is not None:
-            hops = hop_record(self.topology, scenario, setup.client, round_number,
-                              increase(hops_before, self.services.hop_counters()))
         # a service that died or was replaced during the round: its rows measured something else
         self.check_services(setup.library, through_proxy=False)
         settle = driver.settle_s(setup)
         if settle is not None:
             self._drain(settle)
+        hops = None
+        if self.topology is not None:            # after the drain: the work queued in the round is done
+            hops = hop_record(self.topology, scenario, setup.client, round_number,
+                              increase(hops_before, self.services.hop_counters()))
         rows = driver.rows(setup, driven, counters, (started, ended))
         return rows, RoundTiming(time.perf_counter() - begin, driver.busy_s(setup, driven)), hops
 

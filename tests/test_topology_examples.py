@@ -1,0 +1,80 @@
+"""The papers' call-chain results in shape, on real rbl-chain services under cgroup budgets and real
+sidecar Envoys (small: one round, short rounds; budgets of 0.25-0.5 CPU fit 2 cores):
+examples/boutique-cart.rbl (ICPE '22 Fig. 4: where the circuit breaker is) and
+examples/retry-storm.rbl (Fig. 7: a retry multiplied by a short queue deep in the chain)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rbl.store.hops import read_hops
+
+from .artifact_check import check_istio
+from .conftest import REPO, run_rbl
+
+SHORT = ("--rounds", "1", "--set", "load.duration=8s", "--set", "load.warmup=2s")
+
+
+def run_example(root: Path, name: str) -> tuple[list[dict], list[dict], str]:
+    done = run_rbl("run", str(REPO / "examples" / name), "-o", str(root / "run"), *SHORT, cwd=root, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in (root / "run" / "results.jsonl").read_text().splitlines()]
+    return rows, list(read_hops(root / "run")), done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def cart(tmp_path_factory):
+    return run_example(tmp_path_factory.mktemp("cart"), "boutique-cart.rbl")
+
+
+@pytest.fixture(scope="module")
+def storm(tmp_path_factory):
+    return run_example(tmp_path_factory.mktemp("storm"), "retry-storm.rbl")
+
+
+def _placed(rows: list[dict], hops: list[dict], host: str) -> tuple[dict, dict]:
+    (row,) = [r for r in rows if r["config"]["host"] == host]
+    (record,) = [h for h in hops if h["scenarioId"] == row["scenarioId"]]
+    return row, record
+
+
+def test_breaking_at_tier_1_fails_fast_and_wastes_less_than_at_tier_3(cart):
+    rows, hops, output = cart
+    assert "NOT enforced" not in output, output            # the budgets are what makes the chain saturate
+    tier1, tier1_hops = _placed(rows, hops, "frontend")
+    tier3, tier3_hops = _placed(rows, hops, "productcatalog")
+    # at 120% of capacity both refuse; tier 1 at the client's sidecar, before any work is done
+    assert tier1["circuitBrokenShare"] > 0 and tier1_hops["wastedCpuSeconds"] == 0
+    assert all(e["sidecarPoolOverflows"] == 0 for e in tier1_hops["edges"])
+    assert any(e["sidecarPoolOverflows"] > 0 for e in tier3_hops["edges"] if e["callee"] == "productcatalog")
+    # the requests that succeed are answered sooner, and less CPU goes to requests refused late
+    assert tier1["successP95Ms"] < tier3["successP95Ms"], (tier1["successP95Ms"], tier3["successP95Ms"])
+    assert tier1_hops["wastedCpuSeconds"] < tier3_hops["wastedCpuSeconds"]
+    assert all(h["oracleViolations"] == [] for h in hops)
+
+
+def test_a_short_queue_deep_in_the_chain_makes_the_retry_a_storm(storm):
+    rows, hops, _ = storm
+    by_pool = {r["config"]["circuit_breaker.http2MaxRequests"]: r for r in rows}
+    records = {pool: next(h for h in hops if h["scenarioId"] == row["scenarioId"]) for pool, row in by_pool.items()}
+    short, long = records[1], records[1024]
+    overflows = lambda record: sum(e["sidecarPoolOverflows"] for e in record["edges"])  # noqa: E731
+    # more circuit-broken requests with the short pool (at tier 3: the callers' sidecars refuse them) ...
+    assert overflows(short) > 0 and overflows(long) == 0
+    # ... and the refusals come back as failures of the whole request, which the retry sends again
+    assert by_pool[1]["sidecarRetries"] > 0 and by_pool[1024]["sidecarRetries"] == 0
+    per_offered = {pool: row["proxyRequests"] / row["offeredRequests"] for pool, row in by_pool.items()}
+    assert per_offered[1] > 1.1 * per_offered[1024], per_offered
+    assert all(h["oracleViolations"] == [] for h in hops)
+
+
+@pytest.mark.parametrize("example", ["boutique-cart.rbl", "retry-storm.rbl"])
+def test_the_examples_policies_pass_istios_validation(tmp_path, example):
+    done = run_rbl("compile", str(REPO / "examples" / example), "--target", "istio", "-o", str(tmp_path / "out"),
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted((tmp_path / "out" / "istio").rglob("*.yaml"))
+    assert files and check_istio(*files).returncode == 0
