@@ -119,3 +119,16 @@ def test_services_whose_kubernetes_names_collide_are_refused(tmp_path):
                                     str(tmp_path / "out")])
     assert done.exit_code == 2 and "no Kubernetes name of its own ('recommendation')" in done.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ((), "--target compose cannot deploy a topology yet"),
+    (("--target", "kubernetes"), "--target kubernetes cannot deploy a topology yet"),
+    (("--target", "istio", "--service", "cart"), "--service names the one target of a space without a topology"),
+])
+def test_what_compile_cannot_write_for_a_topology_is_refused_before_anything_is_written(tmp_path, arguments, message):
+    from typer.testing import CliRunner
+    (tmp_path / "cart.rbl").write_text(SPEC)
+    done = CliRunner().invoke(app, ["compile", str(tmp_path / "cart.rbl"), *arguments, "-o", str(tmp_path / "out")])
+    assert done.exit_code == 2 and message in done.output
+    assert not (tmp_path / "out").exists()

@@ -78,6 +78,14 @@ def compile_(spec: Path = SpecArg,
             write_scenarios(space, fmt, sys.stdout)
         return
     header = plan_header(space)
+    if space.topology is not None and target != "istio":
+        raise UsageError(f"--target {target} cannot deploy a topology yet: its services and their sidecars run on "
+                         "the local backend (`rbl run`)",
+                         hint="`rbl compile --target istio -o DIR` writes the topology's policies for a real mesh; "
+                              "`-o -` prints the plan")
+    if space.topology is not None and service is not None:
+        raise UsageError("--service names the one target of a space without a topology; a topology's rules are "
+                         "named after its services", hint="leave out --service")
     if target == "istio":
         from ..targets.istio import MeshOptions, compile_istio
         compile_istio(space, header, output, fmt, force, MeshOptions(service or "target", namespace or "default"),
