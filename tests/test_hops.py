@@ -88,3 +88,28 @@ def test_an_edge_that_sent_more_than_its_attempts_allow_breaks_the_oracle(upstre
     if broken:
         assert record["oracleViolations"][0]["oracle"] == "hop.amplification"
         assert "front -> middle: its sidecar sent 41 requests for 20 calls" in record["oracleViolations"][0]["detail"]
+
+
+def test_the_sampler_keeps_what_each_interval_added():
+    from rbl.runner.hops import HopSampler
+    reads = iter(range(1, 1000))
+
+    def read():
+        n = next(reads)
+        return {"services": {"front": {"requests": 10 * n, "answeredOk": 9 * n, "answeredFailed": n}},
+                "edges": {"front>back": {"callsFailed": n, "sidecarPoolOverflows": 2 * n}}}
+    sampler = HopSampler(read, interval_s=0.05)
+    sampler.start({"services": {"front": {"requests": 0, "answeredOk": 0, "answeredFailed": 0}},
+                   "edges": {"front>back": {"callsFailed": 0, "sidecarPoolOverflows": 0}}})
+    import time
+    time.sleep(0.4)
+    series = sampler.stop()
+    assert len(series) >= 3
+    assert series[0]["services"]["front"] == {"requests": 10, "answeredOk": 9, "answeredFailed": 1}
+    assert all(point["services"]["front"]["requests"] == 10 for point in series)
+    assert all(point["edges"]["front>back"] == {"callsFailed": 1, "sidecarPoolOverflows": 2, "sidecarRetries": 0}
+               for point in series)
+    assert [point["t"] for point in series] == sorted(point["t"] for point in series)
+    count = len(series)
+    time.sleep(0.2)
+    assert len(sampler.samples) == count + 1          # stopped: no sample after stop()

@@ -10,12 +10,65 @@ sidecar sent no more requests upstream than its calls times (attempts + 1).
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Callable
+
 from ..libraries.composition import BASELINE, policies_of
 from ..libraries.istio import DEFAULT_ATTEMPTS, placed_policies
 from ..plan_records import MESH_SERVICE
 from ..topology import Topology
 
 EDGE_SEPARATOR = ">"
+SAMPLE_INTERVAL_S = 1.0
+# what the series keeps per interval: each service's answers, each edge's refusals and failed calls
+SERIES_SERVICE = ("requests", "answeredOk", "answeredFailed")
+SERIES_EDGE = ("callsFailed", "sidecarPoolOverflows", "sidecarRetries")
+
+
+class HopSampler:
+    """Reads a topology's counters every `interval_s` during a round, on its own thread (a replica
+    under a small CPU budget can take a while to answer; the round does not wait for it), so the
+    record can say what each tier answered second by second."""
+
+    def __init__(self, read: Callable[[], dict | None], interval_s: float = SAMPLE_INTERVAL_S):
+        self.read = read
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, dict]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, first: dict) -> None:
+        self.began = time.monotonic()
+        self.samples = [(0.0, first)]
+        self._thread = threading.Thread(target=self._run, name="rbl-hop-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            asked = time.monotonic()
+            try:
+                counters = self.read()
+            except Exception:                # a lost service is the round's check to report, not the sampler's
+                return
+            if counters is not None:
+                self.samples.append(((asked + time.monotonic()) / 2 - self.began, counters))
+
+    def stop(self) -> list[dict]:
+        """Stop sampling; the series: per interval, its end (seconds into the round) and what each
+        service and edge did in it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        series = []
+        for (_, before), (at, after) in zip(self.samples, self.samples[1:]):
+            grown = increase(before, after)
+            series.append({"t": round(at, 3),
+                           "services": {name: {key: counts[key] for key in SERIES_SERVICE}
+                                        for name, counts in grown["services"].items()},
+                           "edges": {edge: {key: counts.get(key, 0) for key in SERIES_EDGE}
+                                     for edge, counts in grown["edges"].items()}})
+        return series
 
 
 def increase(before, after):
@@ -66,7 +119,8 @@ def retry_attempts(topology: Topology, scenario: dict, client: dict) -> dict[str
     return {name: placed[name].get("retry", {}).get("attempts", DEFAULT_ATTEMPTS) for name in topology.names}
 
 
-def hop_record(topology: Topology, scenario: dict, client: dict, round_number: int, counters: dict) -> dict:
+def hop_record(topology: Topology, scenario: dict, client: dict, round_number: int, counters: dict,
+               series: list[dict] | None = None) -> dict:
     """One round's record in hops.jsonl: the increase of every edge's and service's counters, and what follows."""
     services, edges = counters["services"], counters["edges"]
     entry_requests = services[topology.entry]["requests"]
@@ -101,4 +155,4 @@ def hop_record(topology: Topology, scenario: dict, client: dict, round_number: i
             "wastedCpuSeconds": round(sum(row["wastedCpuSeconds"] for row in service_rows), 6),
             "cpuSeconds": round(sum(row["cpuSeconds"] for row in service_rows), 6),
             "amplification": round((entry_requests + internal) / entry_requests, 4) if entry_requests else None,
-            "services": service_rows, "edges": edge_rows, "oracleViolations": violations}
+            "services": service_rows, "edges": edge_rows, "series": series or [], "oracleViolations": violations}

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ..plan_records import ClientKind, Load, client_kind, load_of
 from ..topology import topology_from_record
 from .backend import RoundFailed, Services
-from .hops import hop_record, increase
+from .hops import HopSampler, hop_record, increase
 from .liveness import ServicesLost, probe_target
 
 DRAIN_POLL_S = 0.5
@@ -121,13 +121,17 @@ class RoundFrame:
         fault = self.services.fault
         sidecar_before = self.services.client_counters(setup.library)
         hops_before = self.services.hop_counters()
+        sampler = HopSampler(self.services.hop_counters) if hops_before is not None else None
         fault.reset_counters()
         started = _now()
         driving = driver.start(setup)
+        if sampler is not None:
+            sampler.start(hops_before)
         try:
             driven = self._drive(setup, driving, sidecar_before, begin)
         finally:
             driving.stop()
+            series = sampler.stop() if sampler is not None else None
         ended = _now()
         counters = Counters(fault.counters(), _increase(sidecar_before, self.services.client_counters(setup.library)))
         # a service that died or was replaced during the round: its rows measured something else
@@ -138,7 +142,7 @@ class RoundFrame:
         hops = None
         if self.topology is not None:            # after the drain: the work queued in the round is done
             hops = hop_record(self.topology, scenario, setup.client, round_number,
-                              increase(hops_before, self.services.hop_counters()))
+                              increase(hops_before, self.services.hop_counters()), series)
         rows = driver.rows(setup, driven, counters, (started, ended))
         return rows, RoundTiming(time.perf_counter() - begin, driver.busy_s(setup, driven)), hops
 
