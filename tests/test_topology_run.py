@@ -176,3 +176,19 @@ def test_a_failed_start_stops_what_had_started(tmp_path):
             pass
     assert envoy_binary() is not None
     assert _processes_of(str(tmp_path)) == []
+
+
+def test_the_report_shows_the_chain_tier_by_tier(chain_run, tmp_path):
+    import csv
+    out, *_ = chain_run
+    done = run_rbl("report", str(out), "-o", str(tmp_path / "report"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "along the chain" in done.stdout
+    rows = list(csv.DictReader((tmp_path / "report" / "topology.csv").open()))
+    assert [(r["tier"], r["service"]) for r in rows[:3]] == [("1", "front"), ("2", "middle"), ("3", "back")]
+    assert len(rows) == 3 * 3                          # three configurations, three services each
+    at_back = [r for r in rows if "host=back" in r["configuration"] and r["service"] == "back"]
+    assert float(at_back[0]["refusedCallsIn"]) > 0
+    for figure in ("topology-tiers.png", "topology-series.png"):
+        assert (tmp_path / "report" / figure).stat().st_size > 10_000
+    assert "answers per tier over time" in (tmp_path / "report" / "report.html").read_text().lower()

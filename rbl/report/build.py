@@ -73,6 +73,11 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     overload_figures, overload_files = overload_section(run_dir, header, cells, out_dir)
     figures += overload_figures
     files += overload_files
+    # a topology's view along its chain (rbl/report/topology_section.py); none without a topology
+    from .topology_section import topology_section
+    chain_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
+    figures += chain_figures
+    files += chain_files
     manifest = _manifest(run_dir / "manifest.json", console)
     noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
     files += noise_files
@@ -92,6 +97,9 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     print_findings(findings, console, explain)
     print_noise_verdict(noise, console, explain, run_dir)
     print_table(records, metrics, console, unmeasured(cells, metrics))
+    if chain_files:
+        from .topology_section import print_chain_table
+        print_chain_table(output.path / "topology.csv", console)
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     return Report(output.path, files, records)
