@@ -36,26 +36,25 @@ def calibrate(spec: Path = SpecArg,
     slo_ms = slo_of(iter_scenarios(space)) if space.workload is not None else 100.0
     options = LocalOptions(proxy=proxy) if workers is None else LocalOptions(proxy=proxy, workers=workers)
     backend = LocalBackend(options)
-    key = target_key(header["target"], backend.proxy.kind, slo_ms)
-    stored = stored_capacity(key)
+    key = target_key(header["target"], backend.proxy.kind, slo_ms, header.get("topology"))
+    say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731  (nothing stored is markup)
+    stored = stored_capacity(key, say)
     if stored is not None and not force:
         typer.echo(f"{stored['capacity_rps']:g}")
-        console.print(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again",
-                      highlight=False)
+        say(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again")
         return
     target_only = calibration_header(header)
     prepared = backend.check(target_only, console)          # the load generator, built on first use
     with tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
         (Path(work) / "logs").mkdir()
         with backend.start(target_only, Path(work), Path(work) / "logs", prepared) as services:
-            console.print(f"target: {services.target_description}; fault proxy: {backend.proxy.describe()}",
-                          highlight=False)
-            console.print(f"calibrating {header['target']['path']}: p95 under {slo_ms:g} ms", highlight=False)
+            say(f"target: {services.target_description}; fault proxy: {backend.proxy.describe()}")
+            say(f"calibrating {header['target']['path']}: p95 under {slo_ms:g} ms")
             record = measure(prepared.loadgen, services.target_url(header["target"]["path"]), slo_ms,
-                             Path(work) / "steps", say=lambda text: console.print(text, highlight=False, markup=False))
+                             Path(work) / "steps", say=say)
     if record["capacity_rps"] <= 0:
         raise RblError(f"the target did not serve even the first step with p95 under {slo_ms:g} ms",
                        hint="give it more CPU (target.cpus) or less work per request")
-    path = store_capacity(key, record)
+    path = store_capacity(key, record, say)
     typer.echo(f"{record['capacity_rps']:g}")
-    console.print(f"capacity: {record['capacity_rps']:g} req/s (stored in {path})", highlight=False)
+    say(f"capacity: {record['capacity_rps']:g} req/s (stored in {path})")

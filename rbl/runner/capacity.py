@@ -6,7 +6,7 @@ Search: constant-rate steps, doubling from START_RPS until a step fails, then ha
 between the last passing and the first failing rate BISECTIONS times. A step passes when at least
 MIN_SUCCESS_SHARE of its measured requests succeeded and their p95 is under the bound.
 
-Measurements are kept in ~/.cache/rbl/capacity.json, keyed by the machine (host name, CPU model,
+Measurements are kept in ~/.cache/rbl/capacity.json (capacity_cache.py), keyed by the machine (host name, CPU model,
 cores) and the target (path, replicas, CPU budgets, proxy, bound): a plan giving rates as shares of
 capacity uses the stored one, or calibrates first.
 """
@@ -17,13 +17,13 @@ import json
 import os
 import platform
 import socket
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
 from ..plan_records import LOAD_KEY, load_of
 from ..store.open_metrics import open_loop_metrics
+from .capacity_cache import read_record, write_record
 from .load_generator import classify, run_load
 
 START_RPS = 25
@@ -47,42 +47,24 @@ def machine_fingerprint() -> dict:
     return {"host": socket.gethostname(), "cpu": model, "cores": os.cpu_count()}
 
 
-def target_key(target: dict, proxy_kind: str, slo_ms: float) -> dict:
-    return {"path": target["path"], "replicas": target.get("replicas", 1), "cpus": target.get("cpus"),
-            "noisy_cpus": target.get("noisy_cpus"), "proxy": proxy_kind, "slo_ms": slo_ms}
-
-
-def store_path() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rbl" / "capacity.json"
+def target_key(target: dict, proxy_kind: str, slo_ms: float, topology: dict | None = None) -> dict:
+    """What a capacity is the capacity of: the target (or the topology whose entry the load reaches)."""
+    key = {"path": target["path"], "replicas": target.get("replicas", 1), "cpus": target.get("cpus"),
+           "noisy_cpus": target.get("noisy_cpus"), "proxy": proxy_kind, "slo_ms": slo_ms}
+    return key if topology is None else {**key, "topology": topology}
 
 
 def _key(machine: dict, target: dict) -> str:
     return json.dumps({"machine": machine, "target": target}, sort_keys=True)
 
 
-def stored_capacity(target: dict) -> dict | None:
-    """This machine's stored measurement of `target` (a target_key), if any."""
-    try:
-        records = json.loads(store_path().read_text())
-    except (OSError, ValueError):
-        return None
-    record = records.get(_key(machine_fingerprint(), target)) if isinstance(records, dict) else None
-    return record if isinstance(record, dict) and isinstance(record.get("capacity_rps"), (int, float)) else None
+def stored_capacity(target: dict, say: Callable[[str], None] = lambda _: None) -> dict | None:
+    """This machine's stored measurement of `target` (a target_key), if there is a usable one."""
+    return read_record(_key(machine_fingerprint(), target), MAX_RPS, say)
 
 
-def store_capacity(target: dict, record: dict) -> Path:
-    path = store_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        records = json.loads(path.read_text())
-        records = records if isinstance(records, dict) else {}
-    except (OSError, ValueError):
-        records = {}
-    records[_key(machine_fingerprint(), target)] = record
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as out:
-        json.dump(records, out, indent=1)
-    os.replace(out.name, path)
-    return path
+def store_capacity(target: dict, record: dict, say: Callable[[str], None] = lambda _: None) -> Path:
+    return write_record(_key(machine_fingerprint(), target), record, MAX_RPS, say)
 
 
 def _step(binary: Path, url: str, rps: float, slo_ms: float, work: Path) -> dict:
@@ -159,8 +141,8 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
     if not needs_capacity(scenarios):
         return None
     slo_ms = slo_of(scenarios)
-    key = target_key(header["target"], services.proxy_kind, slo_ms)
-    record = stored_capacity(key)
+    key = target_key(header["target"], services.proxy_kind, slo_ms, header.get("topology"))
+    record = stored_capacity(key, say)
     if record is not None:
         say(f"target capacity: {record['capacity_rps']:g} req/s with p95 under {slo_ms:g} ms "
             f"(calibrated {record['measured_at']}; `rbl calibrate --force` measures it again)")
@@ -171,7 +153,7 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
     record = calibrate(binary, services.target_url(header["target"]["path"]), slo_ms, work, say)
     if record["capacity_rps"] <= 0:
         raise CapacityError(f"the target did not serve {START_RPS} req/s with p95 under {slo_ms:g} ms")
-    path = store_capacity(key, record)
+    path = store_capacity(key, record, say)
     say(f"target capacity: {record['capacity_rps']:g} req/s (stored in {path})")
     return record
 
