@@ -157,4 +157,8 @@ app.command("import")(import_.import_)
 
 
 def main() -> None:
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit()):
+            del os.environ[name]        # rich int()s what str.isdigit() takes, "²" included, and would crash
     app(prog_name="rbl")        # also under `python -m rbl`: help and completion scripts name `rbl`

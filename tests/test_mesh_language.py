@@ -73,6 +73,9 @@ def test_the_written_order_is_kept():
     ("  client istio.retry + circuit_breaker { attempts = 2 }", "E0206", 42, "no parameter `attempts`"),
     ('  client istio.retry { retryOn = "5xx, reset" }', "E0227", 24, "` reset` is not a retry condition"),
     ('  client istio.retry { retryOn = "5xx,599" }', "E0227", 24, "`599`"),
+    # str.isdigit() takes a superscript or another script's digits, which int() then refused (exit 70)
+    ('  client istio.retry { retryOn = "²" }', "E0227", 24, "`²`"),
+    ('  client istio.retry { retryOn = "5xx,٥٠٣" }', "E0227", 24, "`٥٠٣`"),
     ("  client istio.retry { attempts in [0, 2]\n perTryTimeout = 25ms }", "E0227", 24, "attempts 0 together"),
     ("  client istio.circuit_breaker {}", "E0227", 3, "no setting"),
     ("  client istio.retry + circuit_breaker { retry.attempts = 1 }", "E0227", 3, "no setting"),

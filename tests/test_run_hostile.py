@@ -218,6 +218,31 @@ def test_the_target_app_adds_the_token_to_every_response(monkeypatch):
     assert seen["status"].startswith("418") and seen["headers"][TOKEN_HEADER] == "abc123"
 
 
+@pytest.mark.parametrize("digits, status", [("12", "200"), ("\u00b2", "400"), ("\u0663", "400"), ("", "400")])
+def test_the_target_apps_factorial_takes_ascii_digits_only(monkeypatch, digits, status):
+    """Before: /factorial/%B2 (PATH_INFO "/factorial/\u00b2") passed str.isdigit() and int() failed: a 500."""
+    monkeypatch.setenv("RBL_TARGET_TOKEN", "abc123")
+    sys.modules.pop("rbl.dataplane.target_app", None)
+    from rbl.dataplane.target_app import app
+    seen = {}
+
+    def start_response(status, headers, exc_info=None):
+        seen.update(status=status)
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/factorial/" + digits, "SERVER_NAME": "x", "SERVER_PORT": "1",
+               "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(), "wsgi.errors": io.StringIO()}
+    b"".join(app(environ, start_response))
+    assert seen["status"].startswith(status)
+
+
+def test_a_columns_setting_rich_cannot_read_is_ignored(tmp_path):
+    """Before: COLUMNS="\u00b2" passed rich's str.isdigit() and its int() crashed every command."""
+    from .conftest import run_rbl
+    from .test_run_dir_hostile import make_run
+    make_run(tmp_path / "R")
+    done = run_rbl("report", "R", "--resamples", "100", cwd=tmp_path, env={"COLUMNS": "\u00b2", "LINES": "\u0663"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
 # -- one runner per run directory ----------------------------------------------------------------------
 def test_a_locked_run_directory_names_the_process_holding_it(tmp_path):
     first = RunDirectory.create(tmp_path / "out", HEADER, LINES)

@@ -28,7 +28,7 @@ def factorial_digits(n: int) -> int:
 
 def _factorial(path: str, start_response):
     digits = path[len(FACTORIAL_PREFIX):]
-    if not digits.isdigit() or int(digits) > MAX_FACTORIAL:
+    if not (digits.isascii() and digits.isdigit()) or int(digits) > MAX_FACTORIAL:     # not "²"
         start_response("400 Bad Request", [("content-type", "text/plain"), (TOKEN_HEADER, _TOKEN)])
         return [f"/factorial/N takes an integer N from 0 to {MAX_FACTORIAL}\n".encode()]
     body = f"{factorial_digits(int(digits))}\n".encode()

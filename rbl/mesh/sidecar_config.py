@@ -86,8 +86,8 @@ def _retry_policy(retry: dict | None) -> dict | None:
     if attempts == 0:
         return None
     tokens = [t.strip() for t in ((retry or {}).get("retryOn") or DEFAULT_RETRY_ON).split(",") if t.strip()]
-    statuses = [int(t) for t in tokens if t.isdigit()]
-    conditions = [t for t in tokens if not t.isdigit()]
+    statuses = [int(t) for t in tokens if t.isascii() and t.isdigit()]     # str.isdigit alone takes "²"
+    conditions = [t for t in tokens if not (t.isascii() and t.isdigit())]
     if statuses and "retriable-status-codes" not in conditions:
         conditions.append("retriable-status-codes")   # Istio adds it for a status in retryOn
     policy = {"retry_on": ",".join(conditions), "num_retries": attempts,

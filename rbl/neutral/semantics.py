@@ -304,7 +304,7 @@ def istio_retry(c: dict, fault_delay_ms: float | None = None) -> RetryBehaviour:
     names 5xx (or the status); Istio's default conditions retry failed connections only. The waits
     are Envoy's full jitter: uniform in [0, min(backoff * 2^(k-1), 10 * backoff))."""
     tokens = set((c.get("retryOn") or "").split(","))
-    retried = c["attempts"] if tokens & set(CONDITIONS_RETRYING_5XX) or any(t.isdigit() for t in tokens) else 0
+    retried = c["attempts"] if tokens & set(CONDITIONS_RETRYING_5XX) or any(t.isascii() and t.isdigit() for t in tokens) else 0
     if retried == 0:
         return RetryBehaviour(1, ())
     base = c.get("backoff", 25)

@@ -20,7 +20,8 @@ class NumberColumn:
 def output_width(stream, fallback: int) -> int | None:
     """The width to print tables at: the terminal's, or COLUMNS when set; a pipe or file gets
     `fallback` columns (the whole table, not one squeezed to 80)."""
-    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+    columns = os.environ.get("COLUMNS", "")
+    if stream.isatty() or (columns.isascii() and columns.isdigit()):
         return None
     return fallback
 

@@ -69,7 +69,7 @@ def _check_pool(ctx: CheckContext, client: ClientSpec, params: dict[str, Param],
 def _known_condition(token: str) -> bool:
     if token in RETRY_CONDITIONS:
         return True
-    return token.isdigit() and len(token) <= 3 and int(token) in KNOWN_STATUSES
+    return token.isascii() and token.isdigit() and len(token) <= 3 and int(token) in KNOWN_STATUSES
 
 
 def _has_zero(param: Param) -> bool:
