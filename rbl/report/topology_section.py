@@ -19,12 +19,12 @@ import statistics
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from ..store.hops import read_hops
 from ..topology import topology_from_record
 from .cells import Cell
 from .figures import PALETTE, plt, write_figure
+from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
 
 COLUMNS = ("configuration", "tier", "service", "perEntryRequestNominal", "perEntryRequest", "perEntryRequestWorstCase",
@@ -118,19 +118,20 @@ def _number(text: str):
 
 
 def _print(rows: list[dict], console: Console) -> None:
-    table = Table(title="along the chain, mean of counted rounds (topology.csv)", title_justify="left")
-    for title in ("configuration", "tier", "service", "requests per entry request (nominal / measured / worst)",
-                  "answered failed", "calls into it refused (UO)", "p95 of its successful calls (ms)",
-                  "CPU wasted (s)"):
-        table.add_column(title, justify="left" if title in ("configuration", "service") else "right")
+    columns = [NumberColumn("tier"), NumberColumn("service", "left"),
+               NumberColumn("requests per entry request: nominal / measured / worst"), NumberColumn("answered failed"),
+               NumberColumn("calls into it refused (UO)"), NumberColumn("p95 of its successful calls (ms)"),
+               NumberColumn("CPU wasted (s)")]
+    cells = []
     for row in rows:
         failed = row["failedShare"]
-        table.add_row(row["configuration"], str(row["tier"] or "-"), row["service"],
-                      f"{row['perEntryRequestNominal']} / {_text(row['perEntryRequest'])} / "
-                      f"{row['perEntryRequestWorstCase']}",
-                      "-" if failed is None else f"{100 * failed:.1f}%", _text(row["refusedCallsIn"], 0),
-                      _text(row["successP95MsIn"], 1), _text(row["wastedCpuSeconds"], 3))
-    console.print(table)
+        cells.append((row["configuration"], [
+            str(row["tier"] or "-"), row["service"],
+            f"{row['perEntryRequestNominal']} / {_text(row['perEntryRequest'])} / {row['perEntryRequestWorstCase']}",
+            "-" if failed is None else f"{100 * failed:.1f}%", _text(row["refusedCallsIn"], 0),
+            _text(row["successP95MsIn"], 1), _text(row["wastedCpuSeconds"], 3)]))
+    print_keyed_table(console, "along the chain, mean of counted rounds (topology.csv)", "configuration", columns,
+                      cells)
 
 
 def _tiers_figure(header: dict, rows: list[dict], order: list[str], labels: list[str]):
