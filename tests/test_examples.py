@@ -44,11 +44,11 @@ def test_every_example_checks_and_asserts_its_size(name):
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_plan_snapshot(name, cli, monkeypatch, tmp_path, text_snapshot):
+def test_plan_snapshot(name, cli, monkeypatch, text_snapshot):
     monkeypatch.chdir(EXAMPLES)
-    code, _, err = cli("compile", name, "-o", tmp_path)
+    code, out, err = cli("compile", name, "-o", "-")          # the plan alone, whatever the deployment target
     assert code == 0, err
-    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan = json.loads(out)
     assert len(plan["scenarios"]) == plan["size"]
     assert [s["index"] for s in plan["scenarios"]] == list(range(plan["size"]))
     plan["rbl_version"] = "<version>"
