@@ -16,6 +16,40 @@ LOAD_KEY = "load"              # a scenario's load record; in a plan's header, t
 MESH_SERVICE = "mesh"          # the catalogue's `client` of a library enforced by a sidecar (Istio)
 
 
+# What one open-loop round may ask for, checked where each is decided: by the compiler (located
+# errors, compiler/checks/load.py), on a plan file (store/plan_file.py) and by the runner once the
+# capacity a share is of is known; the load generator's schedule, its CSV and the round's Parquet
+# rows never hold more than MAX_ROUND_REQUESTS.
+MAX_ROUND_REQUESTS = 2_000_000   # highest rate x duration (20 s at 100,000 req/s): a list, a CSV, a table in memory
+MAX_LOAD_PERIODS = 100_000       # duration / period: a profile's spikes or steps
+MAX_LOAD_WINDOWS = 100_000       # duration / window: the windows of p95UnderSloShare
+MAX_ROUND_S = 86_400             # load.duration's own bound: no request is scheduled later
+
+
+def load_size_problem(record: Mapping[str, Any], capacity_rps: float | None = None) -> str | None:
+    """Why an open-loop `load` record asks for more than a round may (the bounds above), or None.
+    A rate given as a share is checked when a capacity is known: the record's, else `capacity_rps`."""
+    duration = record["duration_s"]
+    profile = record["profile"]
+    if duration / record["window_s"] > MAX_LOAD_WINDOWS:
+        return (f"duration {duration:g} s over window_s {record['window_s']:g} s is more than "
+                f"{MAX_LOAD_WINDOWS:,} windows")
+    period = profile.get("period_s")
+    if period is not None and duration / period > MAX_LOAD_PERIODS:
+        return f"duration {duration:g} s over period_s {period:g} s is more than {MAX_LOAD_PERIODS:,} periods"
+    capacity = record.get("capacity_rps", capacity_rps)
+    rates = [record["rate"], *([profile["peak"]] if "peak" in profile else [])]
+    highest = [r["rps"] if "rps" in r else None if capacity is None else r["share"] * capacity for r in rates]
+    if None not in highest and max(highest) * duration > MAX_ROUND_REQUESTS:
+        return (f"{_rate(max(highest))} req/s for {duration:g} s is {max(highest) * duration:,.0f} requests in a round, "
+                f"more than {MAX_ROUND_REQUESTS:,}")
+    return None
+
+
+def _rate(rps: float) -> str:
+    return f"{rps:,.0f}" if rps >= 100 else f"{rps:g}"
+
+
 class RoundKind(Enum):
     CLOSED_LOOP = "closed"     # virtual users, each calling until its successes (the paper's rounds)
     OPEN_LOOP = "open"         # requests sent on a schedule whatever the answers (overload)

@@ -67,3 +67,40 @@ def test_poisson_arrivals_follow_a_profile_by_thinning():
     base = sum(1 for o in offsets if (o / NS) % 10 < 5)
     peak = len(offsets) - base
     assert base == pytest.approx(2000, rel=0.12) and peak == pytest.approx(8000, rel=0.06)
+
+
+# -- what one round may ask for (rbl/plan_records.py) --------------------------------------------------
+def test_a_round_beyond_the_bounds_fails_once_its_capacity_is_known(tmp_path):
+    """A share of a calibrated capacity cannot be bounded at compile time: the runner refuses the round
+    (before: 100x a capacity of 10^6 for 30 s built the schedule as a Python list)."""
+    from types import SimpleNamespace
+    from rbl.plan_records import ClientKind
+    from rbl.runner.backend import RoundFailed
+    from rbl.runner.open_loop import OpenLoopDriver
+    driver = OpenLoopDriver(tmp_path / "rbl-load", 1_000_000, tmp_path, 1, lambda library: None)
+    setup = SimpleNamespace(scenario={"id": "s1"}, round_number=1, client_kind=ClientKind.MESH,
+                            load=load({"share": 100.0}, duration=30), target_url="http://127.0.0.1:1/")
+    with pytest.raises(RoundFailed, match="100,000,000 req/s for 30 s is 3,000,000,000 requests in a round, more than"):
+        driver.start(setup)
+    assert not (tmp_path / "requests").exists()
+
+
+def test_the_schedule_is_written_as_it_is_drawn_and_refused_beyond_the_bound(tmp_path, monkeypatch):
+    import rbl.runner.load_generator as load_generator
+    monkeypatch.setattr(load_generator, "MAX_ROUND_REQUESTS", 100_000)
+    drawn = send_offsets(load({"rps": 1_000_000}, duration=1), None, "s")
+    with pytest.raises(load_generator.LoadFailed, match="more than 100,000 requests"):
+        load_generator.LoadRun(tmp_path / "rbl-load", "http://127.0.0.1:1/", drawn, tmp_path / "w", 1.0, 1.0)
+    with pytest.raises(load_generator.LoadFailed, match="empty"):
+        load_generator.LoadRun(tmp_path / "rbl-load", "http://127.0.0.1:1/", iter(()), tmp_path / "w", 1.0, 1.0)
+
+
+def test_a_steps_profile_holds_no_list_of_its_steps():
+    """Before: `load.period = 1ns` with steps built a list of duration/period levels (3 GB in 20 s)."""
+    import tracemalloc
+    steps = {"kind": "steps", "peak": {"rps": 300}, "period_s": 1e-6}
+    tracemalloc.start()
+    rate_at, highest = rate_function(load({"rps": 100}, duration=10, profile=steps), None)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 1 << 20 and highest == 300 and rate_at(0) == 100 and rate_at(10) == 300

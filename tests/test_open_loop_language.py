@@ -105,6 +105,19 @@ def test_a_closed_loop_spec_is_unchanged_by_the_load_settings():
     ("  load = open\n  load.rps = 10\n  load.duration = 10s\n  load.warmup = 10s\n", "E0218",
      "warm-up must be shorter", 5),
     ("  load = open\n  load.rps = 10\n  target.replicas = 0\n", "E0203", "", 4),
+    # what one round may ask for (rbl/plan_records.py): before, these compiled and then exhausted the
+    # runner's memory (a 1 ns step period: 3 GB in 20 s; 10^6 req/s for 24 h as a list) or hung (2*10^9 windows)
+    ("  load = open\n  load.rps = 10\n  load.profile = steps\n  load.peak_rps = 20\n  load.period = 1ns\n",
+     "E0218", "more than 100,000 periods of 1 ns", 6),
+    ("  load = open\n  load.rps = 10\n  load.window = 1ns\n", "E0218", "more than 100,000 windows", 4),
+    ("  load = open\n  load.rps = 10\n  load.duration = 24h\n  load.window in [100ms, 5s]\n", "E0218",
+     "a round of 24 h holds more than 100,000 windows of 100 ms", 5),
+    ("  load = open\n  load.rps = 1000000\n  load.duration = 24h\n", "E0218",
+     "a round would send 86,400,000,000 requests, more than 2,000,000", 3),
+    ("  load = open\n  load.rps in [10, 100000]\n", "E0218", "would send 3,000,000 requests", 3),
+    ("  load = open\n  load.rps = 10\n  load.profile = ramp\n  load.peak_rps = 100000\n", "E0218",
+     "would send 3,000,000 requests", 5),
+    ("  load = open\n  load.rate = 100%\n  load.capacity = 1000000\n", "E0218", "would send 30,000,000", 3),
 ])
 def test_misused_load_settings_are_located_errors(settings, code, words, line):
     found = errors(settings)
@@ -118,3 +131,25 @@ def test_target_resources_reach_the_plan():
                       "  target.noisy_cpus = 0.2\n")
     assert result.ok, result.diagnostics
     assert plan_header(result.space)["target"] == {"path": "/bytes/1000", "cpus": 0.5, "replicas": 3, "noisy_cpus": 0.2}
+
+
+def test_a_share_of_a_capacity_measured_at_run_time_is_not_bounded_at_compile_time():
+    assert compiled("  load = open\n  load.rate = 10000%\n  load.duration = 24h\n").ok
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"window_s": 5e-324}, "window_s"),                        # denormal: OverflowError, 1e-300 hung the run
+    ({"window_s": 1e-300}, "window_s"),
+    ({"profile": {"kind": "steps", "peak": {"rps": 20}, "period_s": 1e-300}}, "period_s"),
+    ({"profile": {"kind": "steps", "peak": {"rps": 20}, "period_s": 1e-6}}, "more than 100,000 periods"),
+    ({"window_s": 1e-4}, "more than 100,000 windows"),
+    ({"rate": {"rps": 1000000}, "duration_s": 86400}, "more than 2,000,000"),
+    ({"rate": {"share": 1.0}, "capacity_rps": 1000000}, "more than 2,000,000"),
+])
+def test_a_plan_file_asking_more_of_a_round_than_it_may_is_refused(change, words):
+    result = compiled("  load = open\n  load.rps = 10\n")
+    header = plan_header(result.space)
+    scenario = next(iter_scenarios(result.space))
+    check = scenario_check(header)
+    with pytest.raises(PlanProblem, match=words):
+        check({**scenario, "load": {**scenario["load"], **change}})

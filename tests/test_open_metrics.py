@@ -180,3 +180,57 @@ def test_damaged_and_planted_files_are_refused_by_name(tmp_path):
         read_requests(tmp_path)
     with pytest.raises(UsageError, match="aaaaaaaaaaaa is a symbolic link; rbl does not write there"):
         write_round_requests(tmp_path, "aaaaaaaaaaaa", 1, table())
+
+
+# -- a round's file holds what a round can: values and rows bounded (rbl/plan_records.py) -------------
+def _planted(tmp_path, table: pa.Table) -> None:
+    """A Parquet file written as rbl would, but with values no round has."""
+    import pyarrow.parquet as pq
+    path = round_path(tmp_path, "aaaaaaaaaaaa", 1)
+    path.parent.mkdir(parents=True)
+    pq.write_table(table, path, compression="zstd")
+
+
+@pytest.mark.parametrize("column, value, words", [
+    ("scheduled_s", float("nan"), "scheduled_s is not a time"),
+    ("scheduled_s", float("inf"), "scheduled_s is not a time"),
+    ("scheduled_s", 1e15, "scheduled_s is not a time"),
+    ("scheduled_s", 1e9, "scheduled_s is not a time"),
+    ("scheduled_s", -1.0, "scheduled_s is not a time"),
+    ("response_ms", float("nan"), "response_ms is not a finite number"),
+    ("lag_ms", float("-inf"), "lag_ms is not a finite number"),
+])
+def test_values_no_round_has_are_refused_by_name(tmp_path, column, value, words):
+    """Before: `rbl report` crashed (bincount of a negative or 7 PiB length) on scheduled_s NaN, inf or 1e15,
+    and a 5 KB file with scheduled_s 1e9 exhausted its memory."""
+    rows = table()
+    values = rows.column(column).to_pylist()
+    values[1] = value
+    _planted(tmp_path, rows.set_column(rows.schema.get_field_index(column), rows.schema.field(column),
+                                        pa.array(values, pa.float64())))
+    with pytest.raises(UsageError, match=f"round-1.parquet is not a round.s requests: a {words}"):
+        read_requests(tmp_path)
+
+
+def test_more_rows_than_a_round_sends_are_refused_before_they_are_read(tmp_path, monkeypatch):
+    """Before: 30M identical rows (1.3 MB of Parquet) exhausted `rbl report`."""
+    import rbl.store.requests as requests
+    monkeypatch.setattr(requests, "MAX_ROUND_REQUESTS", 1000)
+    rows = table(ROWS[1:2] * 1001)
+    _planted(tmp_path, rows)
+    with pytest.raises(UsageError, match="1,001 rows, more than the 1,000 requests a round sends"):
+        read_requests(tmp_path)
+
+
+def test_the_report_of_a_run_with_a_bad_round_file_is_a_usage_error(tmp_path, cli):
+    from .test_overload_figures import make_open_run
+    import pyarrow.parquet as pq
+    run = make_open_run(tmp_path / "R")
+    path = next((run / "requests").glob("*/round-1.parquet"))
+    rows = pq.read_table(path)
+    scheduled = rows.column("scheduled_s").to_pylist()
+    scheduled[0] = float("nan")
+    pq.write_table(rows.set_column(1, rows.schema.field("scheduled_s"), pa.array(scheduled, pa.float64())), path)
+    code, out, err = cli("report", str(run), "--resamples", "100")
+    assert code == 2 and "Traceback" not in out + err
+    assert "round-1.parquet is not a round's requests: a scheduled_s is not a time" in " ".join((out + err).split())

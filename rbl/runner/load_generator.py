@@ -20,12 +20,15 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import islice
 from pathlib import Path
+from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.compute as pc
 
+from ..plan_records import MAX_ROUND_REQUESTS
 from ..store.durable import fresh_directory, new_file
 
 LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
@@ -42,14 +45,13 @@ class LoadRun:
     """The load generator sending one schedule: started at once, waited on in steps (so the round's
     frame can tick its observers meanwhile), stopped when its time is up or the run is interrupted."""
 
-    def __init__(self, binary: Path, url: str, offsets: list[int], work_dir: Path, timeout_s: float,
+    def __init__(self, binary: Path, url: str, offsets: Iterable[int], work_dir: Path, timeout_s: float,
                  duration_s: float, body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS):
         # a fresh directory, every file in it new (durable.py): a link planted in a run directory's
         # work directory is removed, never written through, and nothing it points to is touched
         fresh_directory(work_dir)
         schedule = work_dir / "schedule.txt"
-        with os.fdopen(new_file(schedule), "w", encoding="ascii") as out:
-            out.write("".join(f"{offset}\n" for offset in offsets))
+        _write_schedule(schedule, offsets)
         self.out = work_dir / "requests.csv"
         argv = [str(binary), "--url", url, "--schedule", str(schedule), "--out", str(self.out),
                 "--timeout", f"{timeout_s:g}s", "--max-connections", str(max_connections)]
@@ -94,7 +96,22 @@ class LoadRun:
             self.process.wait()
 
 
-def run_load(binary: Path, url: str, offsets: list[int], work_dir: Path, timeout_s: float, duration_s: float,
+def _write_schedule(path: Path, offsets: Iterable[int]) -> None:
+    """The schedule file, written as the offsets come (never a list of them), at most
+    MAX_ROUND_REQUESTS of them; an empty schedule is refused too."""
+    count, pending = 0, iter(offsets)
+    with os.fdopen(new_file(path), "w", encoding="ascii") as out:
+        for chunk in iter(lambda: list(islice(pending, 65_536)), []):
+            count += len(chunk)
+            if count > MAX_ROUND_REQUESTS:
+                raise LoadFailed(f"the round's schedule holds more than {MAX_ROUND_REQUESTS:,} requests, "
+                                 "more than a round may send")
+            out.write("".join(f"{offset}\n" for offset in chunk))
+    if count == 0:
+        raise LoadFailed("the round's schedule is empty (a rate too low for its duration)")
+
+
+def run_load(binary: Path, url: str, offsets: Iterable[int], work_dir: Path, timeout_s: float, duration_s: float,
              body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS) -> tuple[Path, dict]:
     """Send the schedule to `url` and wait; returns the CSV of its requests and the generator's summary."""
     load = LoadRun(binary, url, offsets, work_dir, timeout_s, duration_s, body, max_connections)

@@ -45,9 +45,12 @@ def rate_function(load: Load, capacity_rps: float | None) -> tuple[Callable[[flo
         return (lambda t: peak if t % period >= period - length else base), highest
     if profile["kind"] == "steps":
         period = float(profile["period_s"])
-        steps = max(1, math.ceil(duration / period))
-        levels = [base + (peak - base) * i / (steps - 1) if steps > 1 else base for i in range(steps)]
-        return (lambda t: levels[min(int(t // period), steps - 1)]), highest
+        steps = max(1, math.ceil(duration / period))      # at most plan_records.MAX_LOAD_PERIODS; no list of them
+
+        def level(t: float) -> float:
+            step = min(int(t // period), steps - 1)
+            return base + (peak - base) * step / (steps - 1) if steps > 1 else base
+        return level, highest
     if profile["kind"] == "ramp":
         return (lambda t: base + (peak - base) * min(t / duration, 1.0)), highest
     raise ValueError(f"unknown load profile {profile['kind']!r}")

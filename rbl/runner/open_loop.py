@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from ..errors import UsageError
 from ..store.durable import own_directory, remove_own_directory
 from ..store.open_metrics import open_loop_metrics
-from ..plan_records import ClientKind, Load, load_of
+from ..plan_records import ClientKind, Load, load_of, load_size_problem
 from ..store.requests import write_round_requests
 from ..store.run_layout import REQUESTS
 from .backend import RoundFailed
@@ -79,9 +79,10 @@ class OpenLoopDriver:
                     "max_requests": scenario["max_requests"], "share": "client", "vu": 1,
                     "instance": setup.instance, "max_duration_ms": max(1, int(load.timeout_s * 1000))}
         try:
-            offsets = list(send_offsets(load, self._capacity(load), seed=f"{scenario['id']}/{setup.round_number}"))
-            if not offsets:
-                raise LoadFailed("the round's schedule is empty (a rate too low for its duration)")
+            too_big = load_size_problem(load.record, self._capacity(load))     # a share: now its capacity is known
+            if too_big:
+                raise LoadFailed(f"the round asks for too much: {too_big}")
+            offsets = iter(send_offsets(load, self._capacity(load), seed=f"{scenario['id']}/{setup.round_number}"))
             scenario_dir = self.run_dir / REQUESTS / scenario["id"]
             for directory in (scenario_dir.parent, scenario_dir):
                 own_directory(directory)

@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 from ..errors import UsageError
 from ..libraries.composition import policies_of
-from ..plan_records import LOAD_KEY, is_open_loop
+from ..plan_records import LOAD_KEY, is_open_loop, load_size_problem
 from ..topology import topology_problem
 
 HINT = "a plan is what `rbl compile SPEC -o DIR` writes: compile the spec again rather than editing the plan"
@@ -319,7 +319,8 @@ def _shape_problem(s: object) -> str | None:
     except ValueError as error:
         return f"config: {error}"
     if is_open_loop(s):       # open-loop plans are small: the schema itself checks their loads
-        return _schema_problem(s, "scenario")
+        problem = _schema_problem(s, "scenario")
+        return problem or (f"load: {size}" if (size := load_size_problem(s[LOAD_KEY])) else None)
     return None
 
 

@@ -17,15 +17,18 @@ import stat
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
+from ..plan_records import MAX_ROUND_REQUESTS, MAX_ROUND_S
 from .durable import fsync_directory, new_file, own_directory
 from .open_columns import RESPONSE_CLASSES  # noqa: F401  (the classes the cls column holds)
 from .run_layout import REQUESTS
 from .run_reader import open_member, refused, shown
 
 COMPRESSION = "zstd"
+ROW_BYTES_LIMIT = 256           # decoded bytes per row at most (a row rbl writes is about 50)
 
 REQUEST_SCHEMA = pa.schema([
     pa.field("seq", pa.int64(), nullable=False),
@@ -142,7 +145,36 @@ def _read_round(run_dir: Path, name: str) -> pa.Table | None:
     source, _ = opened
     with source:
         try:
-            return conform(pq.read_table(source))
+            parquet = pq.ParquetFile(source)
+            problem = _size_problem(parquet.metadata)
+            table = None if problem else conform(parquet.read())
         except (pa.ArrowException, ValueError, OSError) as error:
-            raise UsageError(f"{run_dir / name} is not a round's requests: {shown(error)}",
-                             hint="`rbl run --resume` cannot redo it; delete the file to report without it") from None
+            problem = shown(error)
+    problem = problem or _values_problem(table)
+    if problem:
+        raise UsageError(f"{run_dir / name} is not a round's requests: {problem}",
+                         hint="`rbl run --resume` cannot redo it; delete the file to report without it") from None
+    return table
+
+
+def _size_problem(metadata) -> str | None:
+    """More rows, or more bytes once decoded, than a round rbl ran can hold: read before the data."""
+    if metadata.num_rows > MAX_ROUND_REQUESTS:
+        return f"{metadata.num_rows:,} rows, more than the {MAX_ROUND_REQUESTS:,} requests a round sends"
+    decoded = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+    if decoded > MAX_ROUND_REQUESTS * ROW_BYTES_LIMIT:
+        return f"{decoded:,} bytes of rows, more than a round's requests hold"
+    return None
+
+
+def _values_problem(table: pa.Table) -> str | None:
+    """Send times within a round (0 to MAX_ROUND_S s), and finite times where there are any."""
+    scheduled = table.column("scheduled_s")
+    if table.num_rows and not (scheduled.null_count == 0 and pc.all(pc.is_finite(scheduled)).as_py()
+                               and pc.min(scheduled).as_py() >= 0
+                               and pc.max(scheduled).as_py() <= MAX_ROUND_S):
+        return f"a scheduled_s is not a time within a round (0 to {MAX_ROUND_S:,} s)"
+    for column in ("lag_ms", "response_ms"):
+        if pc.any(pc.invert(pc.is_finite(table.column(column)))).as_py():
+            return f"a {column} is not a finite number"
+    return None

@@ -4,8 +4,9 @@ only one kind of load takes, and the profile's parameters, each error at the set
 from __future__ import annotations
 
 from ...lang import ast
+from ...plan_records import MAX_LOAD_PERIODS, MAX_LOAD_WINDOWS, MAX_ROUND_REQUESTS
 from ..axes import single
-from ...lang.units import Value
+from ...lang.units import DURATION_UNITS, Value
 from ..workload import LOAD_SETTINGS, Workload
 from .context import CheckContext
 
@@ -41,6 +42,7 @@ def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_he
         elif setting.default is not None:
             values[key] = single(setting.default)
     _warmup_shorter(ctx, seen, values)
+    _round_size(ctx, seen, values)
     ctx.workload = Workload(tuple(values.items()))
     return True
 
@@ -96,3 +98,52 @@ def _warmup_shorter(ctx: CheckContext, seen: dict, values: dict) -> None:
         ctx.diags.error("E0218", "the warm-up must be shorter than the duration", culprit.value.span,
                         "nothing would be measured",
                         help="`load.warmup` is the first part of `load.duration`, left out of the metrics")
+
+
+def _round_size(ctx: CheckContext, seen: dict, values: dict) -> None:
+    """What one round may ask for (plan_records' bounds), at its worst over the axes: the requests of
+    the highest rate for the longest duration, and the windows and profile periods in it."""
+    duration_key = "load.duration"
+    longest = max(v.v for v in values[duration_key])
+    at_duration = seen.get(duration_key) or seen["load"]
+    duration_label = ((at_duration.value.span, f"for up to {_shown_s(longest)}"),) if duration_key in seen else ()
+    for key, limit, what in (("load.window", MAX_LOAD_WINDOWS, "windows"), ("load.period", MAX_LOAD_PERIODS, "periods")):
+        if key not in values:
+            continue
+        shortest = min(v.v for v in values[key])
+        if longest / shortest > limit:
+            culprit = seen.get(key) or at_duration
+            ctx.diags.error("E0218", f"a round of {_shown_s(longest)} holds more than {limit:,} {what} of "
+                                     f"{_shown_s(shortest)}", culprit.value.span,
+                            f"`{key}` is too short for the duration", secondary=duration_label,
+                            help=f"make `{key}` at least {_shown_s(longest / limit)}, or the duration shorter")
+    capacity = values.get("load.capacity")
+    rates = []                      # (requests per second, the setting that gives it)
+    for key in ("load.rps", "load.peak_rps"):
+        if key in values:
+            rates.append((max(v.v for v in values[key]), key))
+    if capacity is not None:
+        for key in ("load.rate", "load.peak"):
+            if key in values:
+                rates.append((max(v.v for v in values[key]) / 100 * max(v.v for v in capacity), key))
+    if not rates:
+        return                      # shares of a capacity measured at run time: the runner checks them
+    rps, key = max(rates)
+    requests = rps * longest / DURATION_UNITS["s"]
+    if requests > MAX_ROUND_REQUESTS:
+        culprit = seen.get(key) or at_duration
+        ctx.diags.error("E0218", f"a round would send {float(requests):,.0f} requests, more than "
+                                 f"{MAX_ROUND_REQUESTS:,}", culprit.value.span,
+                        f"up to {float(rps):,.0f} requests per second", secondary=duration_label,
+                        notes=() if duration_label else (f"`load.duration` is {_shown_s(longest)} by default",),
+                        help="lower the rate or shorten `load.duration` (a round's schedule, the load generator's "
+                             "records and the round's table are held whole)")
+
+
+def _shown_s(ns) -> str:
+    """A duration given in ns, in words: `24 h`, `90 s`, `1 ns`."""
+    for unit, name in (("h", "h"), ("m", "min"), ("s", "s"), ("ms", "ms"), ("us", "µs"), ("ns", "ns")):
+        size = DURATION_UNITS.get(unit)
+        if size and ns >= size:
+            return f"{float(ns / size):g} {name}"
+    return f"{float(ns):g} ns"
