@@ -149,6 +149,8 @@ def _space(topology: str, client: str = "client istio.retry {}", extra: str = ""
      ("E0203", 4, 24, "`cpus` of service `a` must be <= 256.0, found 1000.0")),
     ("    service a { work = none() }", "", "client istio.retry { host = b }",
      ("E0601", 6, 24, "no service `b` in the topology")),
+    ("    service a { work = none() }", "  fault.at = z\n", "client istio.retry {}",
+     ("E0601", 3, 14, "no service `z` in the topology")),
     ("    service a { work = none() }\n    service b { work = none() }", "", "client istio.retry {}",
      ("E0604", 3, 3, "the topology does not say which service the load calls")),
     ("    service a { work = none() }", "  target = \"/bytes/5\"\n", "client istio.retry {}",
@@ -176,6 +178,17 @@ def test_a_placement_without_a_topology_says_what_is_missing():
                    "    host = frontend\n  }\n}\n")
     assert found == [("E0604", 5, 5, "`host` of client `istio.circuit_breaker` places it on a service, but the "
                                      "space has no topology")]
+
+
+def test_a_fault_placed_without_a_topology_says_what_is_missing():
+    found = errors("space s {\n  users = 1\n  fault.at = back\n  client istio.retry {}\n}\n")
+    assert found == [("E0604", 3, 14, "`fault.at` places it on a service, but the space has no topology")]
+
+
+def test_a_fault_placed_on_a_service_is_in_every_scenario():
+    space = compiled(CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = productcatalog"))
+    header = plan_header(space)
+    assert header["fault"]["at"] == "productcatalog"
 
 
 def test_a_pool_with_only_a_placement_is_still_a_pool_istio_refuses():

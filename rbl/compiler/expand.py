@@ -28,6 +28,8 @@ def native(param: Param, value) -> object:
 
 def fault_record(space: TestSpace, rate) -> dict:
     record = {"kind": space.fault.kind, "rate": native_number(rate.v)}
+    if space.fault.at is not None:          # a topology's service injects them (else the proxy at its entry)
+        record["at"] = space.fault.at
     if space.fault.kind == "abort":
         record["status"] = space.fault.status
     else:

@@ -67,6 +67,7 @@ class Fault:
     status: int | None             # abort: HTTP status
     duration: Value | None         # delay: fixed delay
     rates: Axis
+    at: str | None = None          # a topology's service that injects them; None: the proxy where the load enters
 
 
 @dataclass(frozen=True)

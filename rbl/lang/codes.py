@@ -277,7 +277,7 @@ approximation under the client's `neutral.approximations`.
 """),
     # ---- E06xx: topologies ----
     "E0601": ("unknown service", """
-A call, the `entry` or a mesh policy's `host` names a service the space's topology
+A call, the `entry`, a mesh policy's `host` or `fault.at` names a service the space's topology
 does not declare. The help lists the services (and, for a policy, `all`).
 
     topology {
@@ -302,7 +302,7 @@ them. Lower it, or run the space where the cores are.
 The topology is incomplete or conflicts with another setting: no service, a service declared
 twice, no `entry` when several services are called by none, two `topology` blocks, too much
 fan-out (one entry request may become at most 10000 requests), a `target` setting beside it (the
-entry service is the target), or a placement (`host`) in a space with no topology.
+entry service is the target), or a placement (`host`, `fault.at`) in a space with no topology.
 
     topology {
       entry = frontend

@@ -16,6 +16,7 @@ from ..store.metrics import runs_measured_patterns, vu_metrics
 from ..plan_records import ClientKind
 from . import mesh_oracles
 from .backend import RoundFailed
+from .fault_control import fault_counts
 from .oracles import Violation, as_records, fault_rate_violation, request_count_violation, user_violations
 from .pattern_oracles import pattern_violations
 from .round import Counters, RoundSetup
@@ -120,9 +121,10 @@ class ClosedLoopDriver:
                        counters: Counters) -> None:
         """Each row's oracleViolations: its user's, then the round's (every user shares them)."""
         scenario, fault = setup.scenario, setup.scenario["fault"]
-        seen, injected = _proxy_seen(fault, counters.proxy)
+        seen = counters.proxy.get("downstream_rq_total", 0)
+        met, injected = fault_counts(fault, counters.proxy)
         shared: list[Violation] = []
-        rate = fault_rate_violation(fault["rate"], injected, seen, self.rounds_in_run)
+        rate = fault_rate_violation(fault["rate"], injected, met, self.rounds_in_run)
         shared += [rate] if rate else []
         uncertain = any(call.get("cut_short") or any(request[2] == 0 for request in call["requests"])
                         for o in observations for call in o["calls"])
@@ -142,7 +144,7 @@ class ClosedLoopDriver:
 def user_row(setup: RoundSetup, counters: Counters, observation: dict, started: str, ended: str) -> dict:
     """One virtual user's row of results.jsonl: the scenario's keys and its Table 2 metrics."""
     scenario, fault = setup.scenario, setup.scenario["fault"]
-    seen, injected = _proxy_seen(fault, counters.proxy)
+    met, injected = fault_counts(fault, counters.proxy)
     sidecar = counters.sidecar
     return {
         "userId": observation["vu"], "startTime": started, "endTime": ended,
@@ -157,18 +159,11 @@ def user_row(setup: RoundSetup, counters: Counters, observation: dict, started: 
         "client": scenario["client"], "share": setup.client.get("share", "user"),
         "libraryVersion": observation.get("version"),
         "stoppedBy": observation.get("stopped_by"),
-        "faultRateApplied": round(100 * injected / seen, 4) if seen else None,
-        "proxyRequests": seen,
+        "faultRateApplied": round(100 * injected / met, 4) if met else None,
+        "proxyRequests": counters.proxy.get("downstream_rq_total", 0),
         "warmup": setup.warmup,
         **(sidecar or {}),
     }
-
-
-def _proxy_seen(fault: dict, proxy: dict[str, int]) -> tuple[int, int]:
-    """(requests the proxy saw, faults of the scenario's kind it injected) over the round."""
-    seen = proxy.get("downstream_rq_total", 0)
-    injected = proxy.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
-    return seen, injected
 
 
 def _now() -> str:

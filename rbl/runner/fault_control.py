@@ -21,6 +21,22 @@ DELAY_PERCENT = "fault.http.delay.fixed_delay_percent"
 DELAY_DURATION = "fault.http.delay.fixed_duration_ms"
 
 
+# Where the fault is injected elsewhere than the proxy (a topology's service: fault.at), the backend's
+# fault control adds these to the proxy's counters: the requests that service received and the faults
+# it injected over the round, so the realised rate is measured where the fault is.
+FAULT_POINT_REQUESTS = "fault_point.requests"
+FAULT_POINT_INJECTED = "fault_point.injected"
+
+
+def fault_counts(fault: dict, counters: dict[str, int]) -> tuple[int, int]:
+    """(requests that met the fault's injection point, faults of the scenario's kind injected there)
+    over the round: the proxy's, unless the fault was injected at a service of a topology."""
+    if FAULT_POINT_REQUESTS in counters:
+        return counters[FAULT_POINT_REQUESTS], counters.get(FAULT_POINT_INJECTED, 0)
+    injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
+    return counters.get("downstream_rq_total", 0), injected
+
+
 class FaultControlError(RblError):
     exit_code = EXIT_INTERNAL
 

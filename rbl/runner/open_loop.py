@@ -24,6 +24,7 @@ from ..plan_records import ClientKind, Load, load_of, load_size_problem
 from ..store.requests import write_round_requests
 from ..store.run_layout import REQUESTS
 from .backend import RoundFailed
+from .fault_control import fault_counts
 from .closed_loop import strategy_for
 from .load_generator import LoadFailed, LoadRun, classify
 from .load_schedule import send_offsets
@@ -119,7 +120,7 @@ def open_round_row(scenario: dict, round_number: int, table: pa.Table, counters:
     the round's oracle violations."""
     load, fault = load_of(scenario), scenario["fault"]
     seen = counters.get("downstream_rq_total", 0)
-    injected = counters.get("fault.aborts_injected" if fault["kind"] == "abort" else "fault.delays_injected", 0)
+    met, injected = fault_counts(fault, counters)
     row = {
         "userId": 1, "users": 1, "round": round_number, "lib": scenario["library"], "strategy": scenario["pattern"],
         "faultPercentage": fault["rate"], "faultType": fault["kind"],
@@ -127,10 +128,10 @@ def open_round_row(scenario: dict, round_number: int, table: pa.Table, counters:
         **open_loop_metrics(table, load.window_s, load.slo_ms, measured_s=load.measured_s, start_s=load.warmup_s),
         "load": load.record, "config": scenario["config"], "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
         "client": scenario["client"], "share": "client", "stoppedBy": "duration",
-        "faultRateApplied": round(100 * injected / seen, 4) if seen else None, "proxyRequests": seen,
+        "faultRateApplied": round(100 * injected / met, 4) if met else None, "proxyRequests": seen,
         **run_facts, **(sidecar or {}),
     }
-    found = [v for v in [fault_rate_violation(fault["rate"], injected, seen, rounds_in_run)] if v]
+    found = [v for v in [fault_rate_violation(fault["rate"], injected, met, rounds_in_run)] if v]
     # a library call reports its requests; the proxy must have seen exactly those (unless a call
     # timed out at the generator, whose requests may still arrive after the round)
     known = table.filter(pc.is_valid(table["requests"]))

@@ -164,6 +164,9 @@ def _check_header(header: dict) -> None:
         problem = topology_problem(header["topology"])
         if problem:
             raise PlanProblem(f"topology: {problem}")
+    at = header["fault"].get("at")
+    if at is not None and at not in [s["name"] for s in header.get("topology", {}).get("services", [])]:
+        raise PlanProblem(f"fault.at: {at!r} is not a service of the plan's topology")
 
 
 def _check_strings(value: object, where: str) -> None:
@@ -296,7 +299,9 @@ def _shape_problem(s: object) -> str | None:
         return _invalid(s, "id")
     if not _number(s["index"], 0, INT64):
         return _invalid(s, "index")
-    if not (type(fault) is dict and type(fault.get("kind")) is str and fault.keys() == _FAULT_KEYS.get(fault["kind"])
+    if not (type(fault) is dict and type(fault.get("kind")) is str
+            and fault.keys() - {"at"} == _FAULT_KEYS.get(fault["kind"])
+            and (type(fault.get("at", "_")) is str and _IDENTIFIER.fullmatch(fault.get("at", "_")))
             and _number(fault["rate"], 0, 100, integer=False)
             and (_number(fault["status"], 200, 599) if "status" in fault else _number(fault["duration_ms"], 1, INT32))):
         return _invalid(s, "fault")

@@ -44,7 +44,7 @@ from ..net import HOST, free_port, reported_version
 from ...mesh.sidecar import Sidecar, SidecarError
 from ...mesh.sidecar_config import SidecarAddresses
 from .cpu_budget import CpuBudget, budget_name, create_budget
-from .topology import TopologyServices
+from .topology import TopologyFaults, TopologyServices
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
@@ -170,6 +170,7 @@ class LocalServices:
             if self.topology is not None:
                 self.target_port = ports[0]
                 self.target_description = self.topology.description()
+                self.fault = TopologyFaults(self.fault, self.topology)      # the proxy's, or a service's own
         except BaseException:
             self.stop()
             raise

@@ -1,8 +1,8 @@
 """A topology's services on this machine: every replica of every service an rbl-chain process on a
 loopback port, under its own cgroup CPU budget where the spec gives one and the machine allows it,
 and beside every service that calls others a sidecar Envoy through which it makes those calls
-(docs/topologies.md). The fault proxy stays in front of the entry service: the load, and the faults,
-enter there.
+(docs/topologies.md). The fault proxy stays in front of the entry service: the load enters there, and
+so do the faults, unless `fault.at` names the service that injects them itself (TopologyFaults).
 
 Per scenario, the policies of its configuration go where their `host` places them: into the caller
 sidecars' routes and clusters of the service they govern (configure). Per round, the runner reads
@@ -25,6 +25,7 @@ from ...libraries.istio import placed_policies
 from ...mesh.sidecar import Sidecar, SidecarError
 from ...mesh.sidecar_config import SidecarAddresses
 from ...mesh.topology_sidecars import caller_resources
+from ...runner.fault_control import FAULT_POINT_INJECTED, FAULT_POINT_REQUESTS, FaultControl
 from ...runner.liveness import ServicesLost
 from ...topology import Topology
 from ..net import HOST, free_port
@@ -180,25 +181,104 @@ class TopologyServices:
         return {"edges": edges, "services": services, "histogram": histogram}
 
     def _stats(self, replica: Replica) -> dict:
+        return json.loads(self._ask(replica, "GET", "/rbl/stats"))
+
+    def _ask(self, replica: Replica, method: str, path: str, body: bytes | None = None) -> bytes:
         connection = http.client.HTTPConnection(HOST, replica.port, timeout=STATS_TIMEOUT)
         try:
-            connection.request("GET", "/rbl/stats", headers={TOKEN_HEADER: self.token})
+            connection.request(method, path, body=body, headers={TOKEN_HEADER: self.token})
             response = connection.getresponse()
-            body = response.read()
+            answer = response.read()
         except (OSError, http.client.HTTPException) as error:
-            raise ServicesLost(f"{replica.service} replica {replica.index + 1} did not answer /rbl/stats: "
+            raise ServicesLost(f"{replica.service} replica {replica.index + 1} did not answer {method} {path}: "
                                f"{error}") from error
         finally:
             connection.close()
         if response.status != 200:
-            raise ServicesLost(f"{replica.service} replica {replica.index + 1} answered /rbl/stats with "
-                               f"HTTP {response.status}: not this run's service")
-        return json.loads(body)
+            raise ServicesLost(f"{replica.service} replica {replica.index + 1} answered {method} {path} with "
+                               f"HTTP {response.status} ({answer[:200].decode(errors='replace').strip()})")
+        return answer
+
+    # -- a service's own faults (fault.at) ---------------------------------------------------
+    def set_faults(self, service: str, fault: dict | None) -> None:
+        """The service's own fault on every replica (None: none), read back before it counts as set."""
+        body = {} if fault is None else _fault_body(fault)
+        for replica in self.replicas[service]:
+            self._ask(replica, "PUT", "/rbl/fault", json.dumps(body).encode())
+            if json.loads(self._ask(replica, "GET", "/rbl/fault")) != body:
+                raise ServicesLost(f"{service} replica {replica.index + 1} did not take the fault {body}")
+
+    def fault_counts(self, service: str) -> tuple[int, int, int]:
+        """(requests, aborts injected, delays injected) of the service's replicas since they started."""
+        requests = aborts = delays = 0
+        for replica in self.replicas[service]:
+            stats = self._stats(replica)
+            requests += stats.get("requests", 0)
+            aborts += stats.get("faults", {}).get("aborts", 0)
+            delays += stats.get("faults", {}).get("delays", 0)
+        return requests, aborts, delays
 
     def remove_budgets(self) -> None:
         for budget in self.budgets:
             budget.remove()
         self.budgets.clear()
+
+
+def _fault_body(fault: dict) -> dict:
+    """A plan's fault record as rbl-chain's PUT /rbl/fault takes it (rates as shares, not percent)."""
+    if fault["kind"] == "abort":
+        return {"abort": {"rate": fault["rate"] / 100, "status": fault["status"]}}
+    return {"delay": {"rate": fault["rate"] / 100, "ms": fault["duration_ms"]}}
+
+
+class TopologyFaults:
+    """The runner's fault control on a topology: a scenario's fault is injected by the fault proxy in
+    front of the entry, or, with `at`, by that service itself; its counters are the proxy's, with the
+    requests and faults at the service that injected them when it is not the proxy (fault_control.py)."""
+
+    def __init__(self, proxy: FaultControl, services: TopologyServices):
+        self.proxy = proxy
+        self.services = services
+        self.at: str | None = None          # the service whose own fault is set, if any
+        self.kind = "abort"
+        self.baseline = (0, 0, 0)
+
+    def apply(self, fault: dict) -> None:
+        at = fault.get("at")
+        if at is not None and at not in self.services.replicas:
+            raise ServicesLost(f"the plan's fault is at {at!r}, which is not a service of the running topology")
+        if at == self.services.topology.entry or at is None or fault["rate"] == 0:
+            self.proxy.apply(fault)
+            self._move(None, None)
+            return
+        self.proxy.clear()
+        self._move(at, fault)
+
+    def _move(self, at: str | None, fault: dict | None) -> None:
+        if self.at is not None and self.at != at:
+            self.services.set_faults(self.at, None)
+        if at is not None:
+            self.services.set_faults(at, fault)
+            self.kind = fault["kind"]
+        self.at = at
+
+    def clear(self) -> None:
+        self.proxy.clear()
+        self._move(None, None)
+
+    def reset_counters(self) -> None:
+        self.proxy.reset_counters()
+        if self.at is not None:
+            self.baseline = self.services.fault_counts(self.at)
+
+    def counters(self) -> dict[str, int]:
+        counters = self.proxy.counters()
+        if self.at is not None:
+            requests, aborts, delays = (now - then for now, then in
+                                        zip(self.services.fault_counts(self.at), self.baseline))
+            counters[FAULT_POINT_REQUESTS] = requests
+            counters[FAULT_POINT_INJECTED] = aborts if self.kind == "abort" else delays
+        return counters
 
 
 def _work(work) -> dict:

@@ -48,6 +48,9 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
         ParamType("duration", bounds=(Bound(">", Value("duration", Fraction(0))),
                                       Bound("<=", Value("duration", Fraction(MAX_DELAY_MS * 1_000_000))))),
         None, False, "length of injected delays"),
+    "fault.at": SettingDef(ParamType("service"), None, False,
+                           "the service of the topology that injects the faults [default: the proxy in front of "
+                           "the entry service]"),
     "fault.rate": SettingDef(
         ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
                                      Bound("<=", Value("percent", Fraction(100))))),

@@ -1,7 +1,6 @@
 """Pass: a space's `topology { ... }` block, as a Topology (rbl/compiler/topology.py): its services'
 settings, their calls (to services that exist, never in a cycle), the entry; and, once the clients
-are checked, every placement (a mesh policy's `host`) on a service it declares. The faults of a space
-with a topology are injected where the load enters: the fault proxy in front of the entry service."""
+are checked, every placement (a mesh policy's `host`, `fault.at`) on a service it declares."""
 
 from __future__ import annotations
 
@@ -297,8 +296,8 @@ def _unknown_service(ctx: CheckContext, name: str, span: Span, services) -> None
 # ---- placements: after the clients are checked ---------------------------------------------------
 
 def check_placements(ctx: CheckContext) -> None:
-    """Every `service`-typed value (a mesh policy's `host`) names a service of the topology, or `all`;
-    without a topology, none is given."""
+    """Every `service`-typed value (a mesh policy's `host`, `fault.at`) names a service of the topology
+    (or `all`, for a policy); without a topology, none is given."""
     if ctx.space is None:
         return
     topology = ctx.topology
@@ -315,6 +314,14 @@ def check_placements(ctx: CheckContext) -> None:
                 if value.v != ALL_SERVICES and value.v not in topology.names:
                     _unknown_service(ctx, value.v, param.span, [*topology.names, ALL_SERVICES])
                     break
+    at = ctx.settings.get("fault.at")
+    if at is not None:
+        span = next(item.value.span for item in ctx.space.body
+                    if isinstance(item, (ast.Bind, ast.Axis)) and item.key.dotted == "fault.at")
+        if topology is None:
+            _no_topology(ctx, "`fault.at`", span)
+        elif at.v not in topology.names:
+            _unknown_service(ctx, at.v, span, topology.names)
 
 
 def _no_topology(ctx: CheckContext, what: str, span: Span | None) -> None:

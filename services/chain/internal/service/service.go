@@ -92,10 +92,14 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.stats.requests.Add(1)
 	decision := s.faults.Get().Decide()
-	if decision.Delay > 0 && !sleep(r.Context(), decision.Delay) {
-		return // the caller is gone: nobody to answer
+	if decision.Delay > 0 {
+		s.stats.delaysInjected.Add(1)
+		if !sleep(r.Context(), decision.Delay) {
+			return // the caller is gone: nobody to answer
+		}
 	}
 	if decision.Abort != 0 {
+		s.stats.abortsInjected.Add(1)
 		header[FailedAtHeader] = s.aborted
 		s.answer(w, decision.Abort, 0)
 		return

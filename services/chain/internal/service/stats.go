@@ -59,6 +59,9 @@ type Stats struct {
 	workOK     atomic.Int64 // nanoseconds of work on requests answered 2xx
 	workFailed atomic.Int64 // ... and on the others: the work wasted
 	calls      map[string]*callStats
+	// the service's own faults (PUT /rbl/fault) as it injected them: the realised rate is measured here
+	abortsInjected atomic.Uint64
+	delaysInjected atomic.Uint64
 }
 
 func newStats(called []string) *Stats {
@@ -92,6 +95,13 @@ type Snapshot struct {
 	WorkSeconds WorkSeconds             `json:"work_seconds"`
 	CPUSeconds  CPUSeconds              `json:"cpu_seconds"`
 	Calls       map[string]CallSnapshot `json:"calls"`
+	Faults      FaultCounts             `json:"faults"`
+}
+
+// FaultCounts are the requests this service aborted or delayed itself.
+type FaultCounts struct {
+	Aborts uint64 `json:"aborts"`
+	Delays uint64 `json:"delays"`
 }
 
 type WorkSeconds struct {
@@ -128,6 +138,7 @@ func (s *Stats) snapshot(service string, replica int) Snapshot {
 			Failed: time.Duration(s.workFailed.Load()).Seconds()},
 		CPUSeconds: cpuSeconds(),
 		Calls:      map[string]CallSnapshot{},
+		Faults:     FaultCounts{Aborts: s.abortsInjected.Load(), Delays: s.delaysInjected.Load()},
 	}
 	for name, c := range s.calls {
 		c.mu.Lock()
