@@ -87,7 +87,7 @@ def test_an_edge_that_sent_more_than_its_attempts_allow_breaks_the_oracle(upstre
     assert bool(record["oracleViolations"]) is broken
     if broken:
         assert record["oracleViolations"][0]["oracle"] == "hop.amplification"
-        assert "front -> middle: its sidecar sent 41 requests for 20 calls" in record["oracleViolations"][0]["detail"]
+        assert "front -> middle: its sidecar sent 41 requests for 20 calls" in record["oracleViolations"][0]["message"]
 
 
 def test_the_sampler_keeps_what_each_interval_added():
@@ -113,3 +113,16 @@ def test_the_sampler_keeps_what_each_interval_added():
     count = len(series)
     time.sleep(0.2)
     assert len(sampler.samples) == count + 1          # stopped: no sample after stop()
+
+
+def test_a_chains_violations_count_and_show_at_the_end_of_a_run(tmp_path):
+    from types import SimpleNamespace
+
+    from rbl.runner.violations import violation_counts
+    from rbl.store.hops import append_hops
+    broken = hop_record(CHAIN, scenario("retry", {"attempts": 1, "host": "middle"}), MESH, 2, counters(41))
+    append_hops(tmp_path, broken)
+    append_hops(tmp_path, hop_record(CHAIN, scenario("retry", {"attempts": 1, "host": "middle"}), MESH, 3, counters(40)))
+    counts, examples = violation_counts(SimpleNamespace(rows=lambda: iter([]), path=tmp_path))
+    assert counts == {"hop.amplification": 1}
+    assert examples["hop.amplification"][0].startswith("scenario 1 (istio.retry) round 2 along the chain: front -> middle")

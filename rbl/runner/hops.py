@@ -18,6 +18,7 @@ from ..libraries.composition import BASELINE, policies_of
 from ..libraries.istio import DEFAULT_ATTEMPTS, placed_policies
 from ..plan_records import MESH_SERVICE
 from ..topology import Topology
+from .oracles import Violation, as_records
 
 EDGE_SEPARATOR = ">"
 SAMPLE_INTERVAL_S = 1.0
@@ -145,14 +146,15 @@ def hop_record(topology: Topology, scenario: dict, client: dict, round_number: i
         latency = {f"successP{q}Ms": percentile(buckets, q / 100, counters.get("histogram")) for q in (50, 95, 99)}
         edge_rows.append({"caller": caller, "callee": callee, **edge, **latency, "attempts": attempts[callee]})
         if edge["sidecarUpstreamRequests"] > bound:
-            violations.append({"oracle": "hop.amplification",
-                               "detail": f"{caller} -> {callee}: its sidecar sent {edge['sidecarUpstreamRequests']} "
-                                         f"requests for {edge['calls']} calls, more than calls x (attempts "
-                                         f"{attempts[callee]} + 1) = {bound}"})
+            violations.append(Violation("hop.amplification",
+                                        f"{caller} -> {callee}: its sidecar sent {edge['sidecarUpstreamRequests']} "
+                                        f"requests for {edge['calls']} calls, more than calls x (attempts "
+                                        f"{attempts[callee]} + 1) = {bound}"))
     internal = sum(services[name]["requests"] for name in topology.names if name != topology.entry)
     return {"scenarioId": scenario["id"], "scenarioIndex": scenario["index"], "round": round_number,
             "client": scenario["client"], "entryRequests": entry_requests, "entryCarried": carried,
             "wastedCpuSeconds": round(sum(row["wastedCpuSeconds"] for row in service_rows), 6),
             "cpuSeconds": round(sum(row["cpuSeconds"] for row in service_rows), 6),
             "amplification": round((entry_requests + internal) / entry_requests, 4) if entry_requests else None,
-            "services": service_rows, "edges": edge_rows, "series": series or [], "oracleViolations": violations}
+            "services": service_rows, "edges": edge_rows, "series": series or [],
+            "oracleViolations": as_records(violations)}

@@ -1,5 +1,6 @@
-"""Oracle violations of a run (oracles.py): counted from results.jsonl, so a resumed run counts
-every session's rows; shown after the summary, and they make `rbl run` exit 3."""
+"""Oracle violations of a run (oracles.py): counted from results.jsonl (and a topology's hops.jsonl,
+whose rounds have oracles of their own), so a resumed run counts every session's rows; shown after
+the summary, and they make `rbl run` exit 3."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..store.hops import read_hops
 from ..store.results import RunDirectory
 
 SHOWN_EXAMPLES = 3
@@ -17,7 +19,7 @@ def violation_counts(run: RunDirectory) -> tuple[Counter, dict[str, list[str]]]:
     """Rows breaking each oracle, and a few example messages of each."""
     counts: Counter = Counter()
     examples: dict[str, list[str]] = {}
-    for row in run.rows():
+    for row in [*run.rows(), *read_hops(run.path)]:
         found = row.get("oracleViolations") or []
         for oracle in dict.fromkeys(v.get("oracle") for v in found if isinstance(v, dict)):
             if not isinstance(oracle, str):
@@ -26,8 +28,9 @@ def violation_counts(run: RunDirectory) -> tuple[Counter, dict[str, list[str]]]:
             shown = examples.setdefault(oracle, [])
             if len(shown) < SHOWN_EXAMPLES:
                 message = next(v.get("message") for v in found if isinstance(v, dict) and v.get("oracle") == oracle)
+                who = f"user {row['userId']}" if "userId" in row else "along the chain"
                 shown.append(f"scenario {row['scenarioIndex'] + 1} ({row['client']}) round {row['round']} "
-                             f"user {row['userId']}: {message}")
+                             f"{who}: {message}")
     return counts, examples
 
 
