@@ -238,3 +238,20 @@ def test_a_fault_at_a_deep_service_is_injected_and_measured_there(tmp_path):
     assert baseline["edges"][0]["sidecarRetries"] == 0
     assert baseline["services"][0]["answeredFailed"] > 0
     assert all(r["circuitBrokenRequests"] == 0 for r in rows)
+
+
+def test_the_chains_metrics_are_columns_rbl_diff_compares(chain_run, tmp_path):
+    out, rows, hops, _ = chain_run
+    for row in rows:                                   # every row carries its round's record along the chain
+        (record,) = [h for h in hops if h["scenarioId"] == row["scenarioId"] and h["round"] == row["round"]]
+        assert row["chainAmplification"] == record["amplification"]
+        assert row["chainWastedCpuSeconds"] == record["wastedCpuSeconds"]
+    assert "chainRefusedCalls" in (out / "results.csv").read_text().splitlines()[0]
+    done = run_rbl("diff", str(out), str(out), "--metric", "chainRefusedCalls", "--metric", "chainAmplification",
+                   "-o", str(tmp_path / "diff"), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    compared = json.loads((tmp_path / "diff" / "diff.json").read_text())
+    text = json.dumps(compared)
+    assert "chainRefusedCalls" in text and "chainAmplification" in text
+    refused_at_back = [r for r in rows if r["config"].get("host") == "back"][0]["chainRefusedCalls"]
+    assert refused_at_back > 0 and str(refused_at_back) in done.stdout

@@ -15,9 +15,10 @@ from ..templating import render_html
 from ..errors import UsageError
 from ..store.report_output import OutputDirectory
 from ..store.run_checks import manifest_problem
-from ..store.metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS,
+from ..store.metrics import (CHAIN_COLUMNS, LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS,
                              SIDECAR_COLUMNS, SPIN_FREE_COLUMNS)
 from ..store.open_columns import OPEN_LOOP_COLUMNS
+from ..store.hops import HOPS
 from ..store.requests import REQUESTS
 from .design_notes import design_notes, spin_dependent
 from .findings_view import print_findings
@@ -27,7 +28,7 @@ from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells,
 from ..plan_records import ClientKind, client_kind, is_open_loop
 
 KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS,
-                 *PATTERN_COLUMNS,
+                 *PATTERN_COLUMNS, *CHAIN_COLUMNS,
                  *OPEN_LOOP_COLUMNS)
 MESH_DEFAULT_METRICS = ("circuitBrokenRequests", "sidecarRetries")    # what a mesh policy did, beside the paper's
 OPEN_LOOP_DEFAULT_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")   # the overload papers'
@@ -242,15 +243,16 @@ def _manifest(path: Path, console: Console) -> dict:
 def _default_metrics(run_dir: Path) -> list[str]:
     """The paper's two, and for a plan with mesh clients what their sidecars refused and retried; for
     an open-loop run (per-request records), the overload metrics, with the paper's only when some
-    scenario is closed-loop."""
+    scenario is closed-loop; for a run along a topology's chain, the CPU it wasted too."""
+    chain = ["chainWastedCpuSeconds"] if (run_dir / HOPS).is_file() else []
     if (run_dir / REQUESTS).is_dir():
-        return [*(DEFAULT_METRICS if _has_closed_loop(run_dir) else ()), *OPEN_LOOP_DEFAULT_METRICS]
+        return [*(DEFAULT_METRICS if _has_closed_loop(run_dir) else ()), *OPEN_LOOP_DEFAULT_METRICS, *chain]
     try:
         clients = json.loads((run_dir / "plan.json").read_text(encoding="utf-8")).get("clients", [])
         mesh = any(isinstance(c, dict) and client_kind(c) is ClientKind.MESH for c in clients)
     except (OSError, ValueError, AttributeError, RecursionError):
         mesh = False                     # the plan's own checks report a damaged plan later
-    return [*DEFAULT_METRICS, *(MESH_DEFAULT_METRICS if mesh else ())]
+    return [*DEFAULT_METRICS, *(MESH_DEFAULT_METRICS if mesh else ()), *chain]
 
 
 def _has_closed_loop(run_dir: Path) -> bool:

@@ -29,6 +29,12 @@ METRIC_TITLES = {
     "successP95Ms": "p95 of successful response time (ms)",
     "successP50Ms": "median successful response time (ms)",
     "p95UnderSloShare": "share of windows with p95 under the SLO",
+    # a topology's round along its chain (rbl/store/metrics.py CHAIN_COLUMNS)
+    "chainAmplification": "requests along the chain per entry request",
+    "chainRefusedCalls": "calls refused along the chain (UO)",
+    "chainFailedCalls": "calls failed along the chain",
+    "chainWastedCpuSeconds": "CPU wasted along the chain (s)",
+    "chainCpuSeconds": "CPU spent along the chain (s)",
 }
 
 

@@ -109,6 +109,15 @@ def percentile(buckets: dict[str, int], q: float, histogram) -> float | None:
     return None
 
 
+def chain_columns(record: dict) -> dict:
+    """The round's record along the chain as the columns every row of the round carries (CHAIN_COLUMNS),
+    so reports and `rbl diff` compare them like any metric."""
+    return {"chainAmplification": record["amplification"],
+            "chainRefusedCalls": sum(edge.get("sidecarPoolOverflows", 0) for edge in record["edges"]),
+            "chainFailedCalls": sum(edge.get("callsFailed", 0) for edge in record["edges"]),
+            "chainWastedCpuSeconds": record["wastedCpuSeconds"], "chainCpuSeconds": record["cpuSeconds"]}
+
+
 def retry_attempts(topology: Topology, scenario: dict, client: dict) -> dict[str, int]:
     """The retries each service's callers make of a failed call of it, under this scenario: the
     placed retry's attempts, Istio's default retry's where none is placed, none for the baseline."""

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ..plan_records import ClientKind, Load, client_kind, load_of
 from ..topology import topology_from_record
 from .backend import RoundFailed, Services
-from .hops import HopSampler, hop_record, increase
+from .hops import HopSampler, chain_columns, hop_record, increase
 from .liveness import ServicesLost, probe_target
 
 DRAIN_POLL_S = 0.5
@@ -144,6 +144,8 @@ class RoundFrame:
             hops = hop_record(self.topology, scenario, setup.client, round_number,
                               increase(hops_before, self.services.hop_counters()), series)
         rows = driver.rows(setup, driven, counters, (started, ended))
+        if hops is not None:                     # the round along the chain, in each of its rows
+            rows = [{**row, **chain_columns(hops)} for row in rows]
         return rows, RoundTiming(time.perf_counter() - begin, driver.busy_s(setup, driven)), hops
 
     def _prepare(self, scenario: dict, round_number: int) -> RoundSetup:

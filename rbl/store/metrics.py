@@ -31,6 +31,11 @@ RESPONSE_CLASS_COLUMNS = ("circuitBrokenRequests", "timedOutRequests", "ejectedR
 # The sidecar's own counters over one round (the same for every virtual user of the round).
 SIDECAR_COLUMNS = ("sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuccesses", "sidecarRetryOverflows",
                    "sidecarPoolOverflows", "sidecarPerTryTimeouts", "sidecarTimeouts", "sidecarEjections")
+# A topology's round along its chain (rbl/runner/hops.py, the same for every row of the round): requests
+# at every service per entry request, the calls its sidecars refused (UO) and those that failed, and the
+# CPU its services spent (and wasted beyond what the carried requests needed).
+CHAIN_COLUMNS = ("chainAmplification", "chainRefusedCalls", "chainFailedCalls", "chainWastedCpuSeconds",
+                 "chainCpuSeconds")
 RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": "UO", "timedOutRequests": "UT", "ejectedRequests": "UH"}
 # How library patterns ended calls (the calls' "rejected", "timed_out" and "fallback" in protocol v1),
 # so that timeouts, bulkheads, rate limiters, hedging and fallbacks compare across libraries: calls a

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 from ..errors import UsageError
 from .durable import (BALLAST, append_whole, fsync_directory, new_file, release_ballast, reserve_ballast,
                       storage_errors, write_atomically)
-from .metrics import (LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
+from .metrics import (CHAIN_COLUMNS, LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS, SIDECAR_COLUMNS,
                       SPIN_FREE_COLUMNS)
 from .own_entries import check_own_entries
 from .plan_file import PlanProblem, header_problem, scenario_check
@@ -371,8 +371,9 @@ class RunDirectory:
             config_keys.update(dict.fromkeys(row.get("config", {})))
         mesh = any("circuitBrokenRequests" in row for row in self.rows())
         patterns = any("timedOutCalls" in row for row in self.rows())
+        chain = any("chainAmplification" in row for row in self.rows())
         columns = [*ORIGINAL_COLUMNS, *config_keys, *RBL_COLUMNS, *(MESH_COLUMNS if mesh else ()),
-                   *(PATTERN_COLUMNS if patterns else ())]
+                   *(PATTERN_COLUMNS if patterns else ()), *(CHAIN_COLUMNS if chain else ())]
         path = self.path / CSV_FILE
         with storage_errors(self.path):
             temporary = path.with_name(CSV_FILE + ".tmp")
