@@ -1,4 +1,4 @@
-"""What one hop of a topology costs (issue 39, item 6 "Cheap hops"): requests per second and CPU per
+"""What one hop of a topology costs: requests per second and CPU per
 entry request of three setups on loopback, all answering with no work:
 
   (a) leaf            one rbl-chain replica, hit directly;
@@ -17,7 +17,7 @@ wrk completed; wrk's own CPU is not counted. Nothing is pinned.
 
 How to read it: (c) does what (a) does plus two hops, so one hop = ((c) - (a)) / 2 per entry request:
 the caller's outbound call, its sidecar's forwarding, and the callee serving one more request. (b) - (a)
-is the sidecar's forwarding alone. Goal (issue 39): a hop costs no more than one sidecar Envoy's own
+is the sidecar's forwarding alone. Goal: a hop costs no more than one sidecar Envoy's own
 forwarding, so that the services never become what an experiment measures. Taken as written (ratio
 hop / Envoy <= 1) it cannot be met, since a hop holds one Envoy's forwarding; the bench prints that
 verdict and the one that can: the services' part of a hop (hop - Envoy's) no more than Envoy's, ratio
@@ -276,7 +276,7 @@ def report(results: dict[str, Measured]) -> None:
     print("\nper entry request, CPU:")
     print(f"  one hop                 ((c) - (a)) / 2  {hop:7.1f} us")
     print(f"  one Envoy's forwarding  (b) - (a)        {forwarding:7.1f} us")
-    print("goal (issue 39): a hop costs no more than one sidecar Envoy's own forwarding")
+    print("goal: a hop costs no more than one sidecar Envoy's own forwarding")
     if forwarding <= 0:
         print("  not measurable in this run: Envoy's forwarding came out at 0 or less (too short or too noisy)")
         return

@@ -1,4 +1,4 @@
-// rbl-chain: one replica of one service of a topology (issue 39), the synthetic service every tier
+// rbl-chain: one replica of one service of a topology, the synthetic service every tier
 // runs: per request a fault of its own, its work (factorial(n), a sleep, or none), its downstream
 // calls through its sidecar, and an answer that says where a failure started.
 //
