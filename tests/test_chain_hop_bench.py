@@ -50,5 +50,5 @@ def test_quick_mode_prints_the_three_setups(tmp_path: Path, load: str) -> None:
     hop = re.search(r"one hop\s+\(\(c\) - \(a\)\) / 2\s+(-?[0-9.]+) us", out)
     envoy = re.search(r"one Envoy's forwarding\s+\(b\) - \(a\)\s+(-?[0-9.]+) us", out)
     assert hop and envoy, out
-    assert "goal (issue 39)" in out
+    assert "goal: a hop" in out
     assert still_running(str(tmp_path)) == []
