@@ -75,3 +75,47 @@ def test_a_rounds_row_holds_its_metrics_and_checks_the_proxy_saw_the_calls_reque
     assert row["proxyRequests"] == 5 and row["oracleViolations"] == []   # 1 + 2 + 2 + 0 requests, warm-up included
     wrong = open_round_row(SCENARIO, 1, requests, {"downstream_rq_total": 7}, None, facts, rounds_in_run=1)
     assert [v["oracle"] for v in wrong["oracleViolations"]] == ["requests.count"]
+
+
+def reference_class(status: int, flags: str, error: str, ok: str, requests: str, ending: str, mesh: bool) -> str:
+    """The classes row by row, as the module's docstring defines them (classify does it by columns)."""
+    if status == 0:
+        return "timed_out" if any(word in error for word in ("timeout", "deadline exceeded", "Client.Timeout")) \
+            else "failed"
+    if mesh:
+        if 200 <= status < 300:
+            return "success"
+        return "circuit_broken" if "UO" in flags.split(",") else "timed_out" if "UT" in flags.split(",") \
+            else "failed"
+    if status != 200 or ok == "":
+        return "failed"
+    if ok == "1":
+        return "success"
+    if ending == "timed_out":
+        return "timed_out"
+    if ending.startswith("rejected:"):
+        return "rejected"
+    if ending == "fallback":
+        return "failed"
+    return "rejected" if requests == "0" else "failed"
+
+
+def test_every_combination_of_fields_gets_the_class_the_rules_give(tmp_path):
+    import itertools
+    values = {"status": [0, 200, 204, 503], "flags": ["", "-", "UO", "URX,UO", "UT", "UOX", "UF,UT"],
+              "error": ["", "dial tcp: connection refused", "context deadline exceeded"], "ok": ["", "0", "1"],
+              "requests": ["", "0", "2"], "ending": ["", "timed_out", "rejected:bulkhead", "fallback"]}
+    combos = list(itertools.product(*values.values()))
+    lines = [f'{i},{i},{i},1,{status},"{flags}",{ok},{requests},,{error},{ending}'
+             for i, (status, flags, error, ok, requests, ending) in enumerate(combos)]
+    for mesh in (False, True):
+        got = table(tmp_path, lines, mesh=mesh)["cls"].to_pylist()
+        expected = [reference_class(status, flags, error, ok, requests, ending, mesh)
+                    for status, flags, error, ok, requests, ending in combos]
+        assert got == expected
+        assert len(set(got)) >= 4                       # the combinations reach most classes
+
+
+def test_a_round_with_no_requests_is_an_empty_table(tmp_path):
+    got = table(tmp_path, [], mesh=False)
+    assert got.num_rows == 0 and got.column_names[:3] == ["seq", "scheduled_s", "lag_ms"]
