@@ -188,7 +188,15 @@ def test_a_fault_placed_without_a_topology_says_what_is_missing():
 def test_a_fault_placed_on_a_service_is_in_every_scenario():
     space = compiled(CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = productcatalog"))
     header = plan_header(space)
-    assert header["fault"]["at"] == "productcatalog"
+    assert header["fault"]["at"] == "productcatalog" and "by" not in header["fault"]
+    by_sidecar = compiled(CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = productcatalog\n"
+                                                            "  fault.by = sidecar"))
+    assert plan_header(by_sidecar)["fault"]["by"] == "sidecar"
+
+
+def test_who_injects_a_fault_needs_where():
+    found = errors(_space("    service a { work = none() }", extra="  fault.by = sidecar\n"))
+    assert found == [("E0219", 3, 3, "`fault.by` only applies to a fault placed with `fault.at`")]
 
 
 def test_a_pool_with_only_a_placement_is_still_a_pool_istio_refuses():

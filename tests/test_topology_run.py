@@ -255,3 +255,21 @@ def test_the_chains_metrics_are_columns_rbl_diff_compares(chain_run, tmp_path):
     assert "chainRefusedCalls" in text and "chainAmplification" in text
     refused_at_back = [r for r in rows if r["config"].get("host") == "back"][0]["chainRefusedCalls"]
     assert refused_at_back > 0 and str(refused_at_back) in done.stdout
+
+
+def test_a_fault_the_callers_sidecars_inject_is_one_their_retry_never_sees(tmp_path):
+    # Istio injects a VirtualService's fault in the caller's sidecar, before its router: a retry in that
+    # sidecar never sees the aborts, unlike the back service's own (the test above)
+    (tmp_path / "deep.rbl").write_text(FAULT_AT_BACK.replace("fault.at = back", "fault.at = back\n  fault.by = sidecar"))
+    done = run_rbl("run", "deep.rbl", "-o", "run", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    hops = {h["client"]: h for h in read_hops(tmp_path / "run")}
+    for row in rows:
+        assert 35 <= row["faultRateApplied"] <= 65, row["faultRateApplied"]    # 50% of the calls of the back
+        assert row["oracleViolations"] == []
+    for client in ("istio.retry", "istio.baseline"):
+        edge, front, back = hops[client]["edges"][0], hops[client]["services"][0], hops[client]["services"][1]
+        assert edge["sidecarRetries"] == 0                                      # the retry saw no 5xx
+        assert back["requests"] == edge["sidecarUpstreamRequests"] < edge["calls"]   # aborted calls never left
+        assert 0.35 <= front["answeredFailed"] / front["requests"] <= 0.65

@@ -30,6 +30,8 @@ def fault_record(space: TestSpace, rate) -> dict:
     record = {"kind": space.fault.kind, "rate": native_number(rate.v)}
     if space.fault.at is not None:          # a topology's service injects them (else the proxy at its entry)
         record["at"] = space.fault.at
+        if space.fault.by != "service":     # ... or its callers' sidecars do
+            record["by"] = space.fault.by
     if space.fault.kind == "abort":
         record["status"] = space.fault.status
     else:

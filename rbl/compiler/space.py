@@ -67,7 +67,8 @@ class Fault:
     status: int | None             # abort: HTTP status
     duration: Value | None         # delay: fixed delay
     rates: Axis
-    at: str | None = None          # a topology's service that injects them; None: the proxy where the load enters
+    at: str | None = None          # a topology's service whose calls meet them; None: the proxy where the load enters
+    by: str = "service"            # ... injected by that service, or by its callers' sidecars
 
 
 @dataclass(frozen=True)

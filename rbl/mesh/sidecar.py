@@ -57,11 +57,17 @@ class Sidecar:
         """The bootstrap and a first configuration (baseline), which Envoy needs to start."""
         return self.write_initial_resources(*self.resources("baseline", {}))
 
-    def write_initial_resources(self, route: dict, clusters: list[dict]) -> Path:
+    def write_initial_resources(self, route: dict, clusters: list[dict], faults: bool = False) -> Path:
+        """The bootstrap (with the fault filter, for `faults`) and a first route and clusters."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._write_resources(route, clusters)
-        _write_json(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds)))
+        _write_json(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds), faults=faults))
         return self.bootstrap
+
+    def faults_injected(self) -> tuple[int, int]:
+        """(aborts, delays) its fault filter injected since it started."""
+        stats = self._stats()
+        return tuple(stats.get(f"http.{STAT_PREFIX}.fault.{kind}_injected", 0) for kind in ("aborts", "delays"))
 
     def resources(self, pattern: str, config: dict) -> tuple[dict, list[dict]]:
         """A client's sidecar: one route and one cluster, to the fault proxy, under the configuration's policies."""

@@ -27,6 +27,10 @@ HOST_SELECTION_ATTEMPTS = 5         # Istio's default: retry on another host whe
 OUTLIER_DEFAULTS = {"consecutive5xxErrors": 5, "interval": 10_000, "baseEjectionTime": 30_000,
                     "minHealthPercent": 0}
 
+FAULT_FILTER_NAME = "envoy.filters.http.fault"
+FAULT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"
+# with no fault of its own: only what a route's per-filter config sets is injected
+FAULT_FILTER = {"name": FAULT_FILTER_NAME, "typed_config": {"@type": FAULT_TYPE}}
 ROUTER = {"name": "envoy.filters.http.router",
           "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
@@ -50,11 +54,14 @@ def _file_source(path: str) -> dict:
     return {"path_config_source": {"path": path}, "resource_api_version": "V3"}
 
 
-def sidecar_bootstrap(addresses: SidecarAddresses, rds_path: str, cds_path: str, node_id: str = "rbl-sidecar") -> dict:
-    """The bootstrap: an outbound listener whose route comes from `rds_path`, clusters from `cds_path`."""
+def sidecar_bootstrap(addresses: SidecarAddresses, rds_path: str, cds_path: str, node_id: str = "rbl-sidecar",
+                      faults: bool = False) -> dict:
+    """The bootstrap: an outbound listener whose route comes from `rds_path`, clusters from `cds_path`;
+    with `faults`, Envoy's fault filter before the router, which a route's own fault configures
+    (route_fault: a fault Istio's VirtualService places on the calls of its host)."""
     manager = {"@type": HCM_TYPE, "stat_prefix": STAT_PREFIX,
                "rds": {"route_config_name": ROUTE_NAME, "config_source": _file_source(rds_path)},
-               "http_filters": [ROUTER]}
+               "http_filters": [FAULT_FILTER, ROUTER] if faults else [ROUTER]}
     listener = {"name": ROUTE_NAME,
                 "address": {"socket_address": {"address": addresses.bind_host, "port_value": addresses.listen_port}},
                 "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
@@ -126,6 +133,17 @@ def route_for(policies: dict[str, dict], cluster_name: str, baseline: bool = Fal
     if retry is not None:
         route["retry_policy"] = retry
     return route
+
+
+def route_fault(fault: dict) -> dict:
+    """A plan's fault record as a route's fault filter config (Istio's HTTPFaultInjection: a delay, or an
+    abort, on a share of the calls; percentages in millionths, as Istio writes them)."""
+    share = {"numerator": round(fault["rate"] * 10_000), "denominator": "MILLION"}
+    if fault["kind"] == "abort":
+        body = {"abort": {"http_status": fault["status"], "percentage": share}}
+    else:
+        body = {"delay": {"fixed_delay": _duration(fault["duration_ms"]), "percentage": share}}
+    return {FAULT_FILTER_NAME: {"@type": FAULT_TYPE, **body}}
 
 
 def _limit(pool: dict, name: str) -> int:

@@ -12,20 +12,23 @@ called service no policy is placed on gets Istio's defaults.
 
 from __future__ import annotations
 
-from .sidecar_config import cluster_for, route_configuration_of, route_for
+from .sidecar_config import cluster_for, route_configuration_of, route_fault, route_for
 
 ISTIO_LB_POLICY = "LEAST_REQUEST"
 
 
 def caller_resources(placed: dict[str, dict[str, dict]], endpoints: dict[str, list[tuple[str, int]]],
-                     baseline: bool = False) -> tuple[dict, list[dict]]:
+                     baseline: bool = False, faults: dict[str, dict] | None = None) -> tuple[dict, list[dict]]:
     """(RouteConfiguration, clusters) of one caller's sidecar: for each service it calls (the keys of
-    `endpoints`, each with its replicas' addresses), the policies placed on that service."""
+    `endpoints`, each with its replicas' addresses), the policies placed on that service, and the fault
+    injected into calls of it (`faults`: service -> a plan's fault record; the sidecar's fault filter,
+    before its router, so a retry in this sidecar never sees it, as Istio documents)."""
     virtual_hosts, clusters = [], []
     for callee, addresses in endpoints.items():
         policies = placed.get(callee, {})
-        virtual_hosts.append({"name": callee, "domains": [callee, f"{callee}:*"],
-                              "routes": [{"match": {"prefix": "/"},
-                                          "route": route_for(policies, callee, baseline=baseline)}]})
+        route = {"match": {"prefix": "/"}, "route": route_for(policies, callee, baseline=baseline)}
+        if faults and callee in faults:
+            route["typed_per_filter_config"] = route_fault(faults[callee])
+        virtual_hosts.append({"name": callee, "domains": [callee, f"{callee}:*"], "routes": [route]})
         clusters.append(cluster_for(policies, callee, addresses, lb_policy=ISTIO_LB_POLICY))
     return route_configuration_of(virtual_hosts), clusters

@@ -66,6 +66,10 @@ class TopologyServices:
             for s in topology.services if s.calls}
         self.budgets: list[CpuBudget] = []
         self.described: list[str] = []
+        # what the callers' sidecars hold now: the placed policies, and a fault on the calls of a service
+        self.placed: dict[str, dict] = {name: {} for name in topology.names}
+        self.baseline = False
+        self.sidecar_faults: dict[str, dict] = {}
 
     @property
     def entry_ports(self) -> list[int]:
@@ -86,7 +90,7 @@ class TopologyServices:
 
     def _start_sidecar(self, name: str) -> None:
         sidecar = self.sidecars[name]
-        bootstrap = sidecar.write_initial_resources(*caller_resources({}, self.endpoints(name)))
+        bootstrap = sidecar.write_initial_resources(*caller_resources({}, self.endpoints(name)), faults=True)
         # one worker, as the clients' sidecars: a pool limit is then one pool's, not one per worker
         service = self.start_service(f"{name} sidecar (Envoy)",
                                      [str(self.envoy), "-c", str(bootstrap), "--use-dynamic-base-id",
@@ -129,12 +133,41 @@ class TopologyServices:
         """Every caller sidecar under one configuration's placed policies (pattern None: a library
         client's scenario, where no mesh policy is placed and Istio's defaults govern every call);
         returns the policies placed on each service."""
-        placed = placed_policies(policies_of(pattern, config), self.topology.entry, self.topology.names) \
+        self.placed = placed_policies(policies_of(pattern, config), self.topology.entry, self.topology.names) \
             if pattern is not None else {name: {} for name in self.topology.names}
-        baseline = pattern == BASELINE
+        self.baseline = pattern == BASELINE
+        self._apply_sidecars()
+        return self.placed
+
+    def set_sidecar_fault(self, service: str | None, fault: dict | None) -> None:
+        """A fault injected into every call of `service` by its callers' sidecars (None: none)."""
+        wanted = {} if service is None else {service: fault}
+        if wanted != self.sidecar_faults:
+            self.sidecar_faults = wanted
+            self._apply_sidecars()
+
+    def _apply_sidecars(self) -> None:
         for name, sidecar in self.sidecars.items():
-            sidecar.apply_resources(*caller_resources(placed, self.endpoints(name), baseline))
-        return placed
+            sidecar.apply_resources(*caller_resources(self.placed, self.endpoints(name), self.baseline,
+                                                      self.sidecar_faults))
+
+    def callers_of(self, service: str) -> list[str]:
+        return [name for name in self.sidecars if service in self.endpoints(name)]
+
+    def sidecar_fault_counts(self, service: str) -> tuple[int, int, int]:
+        """(calls of `service` its callers made, aborts and delays their sidecars injected) since they started."""
+        calls = 0
+        for name in self.callers_of(service):
+            for replica in self.replicas[name]:
+                calls += self._stats(replica).get("calls", {}).get(service, {}).get("sent", 0)
+        aborts = delays = 0
+        for name in self.callers_of(service):
+            try:
+                injected = self.sidecars[name].faults_injected()
+            except SidecarError as error:
+                raise ServicesLost(f"the {name} sidecar's admin API did not answer: {error}") from error
+            aborts, delays = aborts + injected[0], delays + injected[1]
+        return calls, aborts, delays
 
     # -- per round ---------------------------------------------------------------------------
     def counters(self) -> dict:
@@ -233,13 +266,15 @@ def _fault_body(fault: dict) -> dict:
 
 class TopologyFaults:
     """The runner's fault control on a topology: a scenario's fault is injected by the fault proxy in
-    front of the entry, or, with `at`, by that service itself; its counters are the proxy's, with the
-    requests and faults at the service that injected them when it is not the proxy (fault_control.py)."""
+    front of the entry; with `at`, by that service itself, or (`by: sidecar`) by its callers' sidecars
+    in their calls of it, as Istio's VirtualService fault is. Its counters are the proxy's, with the
+    calls that met the fault and the faults injected there when that is not the proxy (fault_control.py)."""
 
     def __init__(self, proxy: FaultControl, services: TopologyServices):
         self.proxy = proxy
         self.services = services
-        self.at: str | None = None          # the service whose own fault is set, if any
+        self.at: str | None = None          # the service whose calls meet the fault, if not the proxy's
+        self.by = "service"                 # ... injected by the service, or by its callers' sidecars
         self.kind = "abort"
         self.baseline = (0, 0, 0)
 
@@ -249,33 +284,37 @@ class TopologyFaults:
             raise ServicesLost(f"the plan's fault is at {at!r}, which is not a service of the running topology")
         if at == self.services.topology.entry or at is None or fault["rate"] == 0:
             self.proxy.apply(fault)
-            self._move(None, None)
+            self._move(None, "service", None)
             return
         self.proxy.clear()
-        self._move(at, fault)
+        self._move(at, fault.get("by", "service"), fault)
 
-    def _move(self, at: str | None, fault: dict | None) -> None:
-        if self.at is not None and self.at != at:
+    def _move(self, at: str | None, by: str, fault: dict | None) -> None:
+        if self.at is not None and self.by == "service" and (self.at, self.by) != (at, by):
             self.services.set_faults(self.at, None)
-        if at is not None:
+        if at is not None and by == "service":
             self.services.set_faults(at, fault)
-            self.kind = fault["kind"]
-        self.at = at
+        self.services.set_sidecar_fault(at if by == "sidecar" else None, fault)
+        self.at, self.by = at, by
+        self.kind = fault["kind"] if fault else self.kind
 
     def clear(self) -> None:
         self.proxy.clear()
-        self._move(None, None)
+        self._move(None, "service", None)
+
+    def _counts(self) -> tuple[int, int, int]:
+        return self.services.fault_counts(self.at) if self.by == "service" else \
+            self.services.sidecar_fault_counts(self.at)
 
     def reset_counters(self) -> None:
         self.proxy.reset_counters()
         if self.at is not None:
-            self.baseline = self.services.fault_counts(self.at)
+            self.baseline = self._counts()
 
     def counters(self) -> dict[str, int]:
         counters = self.proxy.counters()
         if self.at is not None:
-            requests, aborts, delays = (now - then for now, then in
-                                        zip(self.services.fault_counts(self.at), self.baseline))
+            requests, aborts, delays = (now - then for now, then in zip(self._counts(), self.baseline))
             counters[FAULT_POINT_REQUESTS] = requests
             counters[FAULT_POINT_INJECTED] = aborts if self.kind == "abort" else delays
         return counters

@@ -51,6 +51,9 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
     "fault.at": SettingDef(ParamType("service"), None, False,
                            "the service of the topology that injects the faults [default: the proxy in front of "
                            "the entry service]"),
+    "fault.by": SettingDef(ParamType("enum", ("service", "sidecar")), None, False,
+                           "who injects a fault at a service: the service itself, or its callers' sidecars in "
+                           "their calls of it (Istio's VirtualService fault) [default: service]"),
     "fault.rate": SettingDef(
         ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
                                      Bound("<=", Value("percent", Fraction(100))))),
@@ -154,6 +157,9 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
     if kind is not None and kind.v == "delay" and "fault.status" in seen:
         ctx.diags.error("E0219", "`fault.status` only applies to abort faults", seen["fault.status"].span,
                         "delay faults keep the real status", help="remove it, or set `fault.kind = abort`")
+    if "fault.by" in seen and "fault.at" not in seen:
+        ctx.diags.error("E0219", "`fault.by` only applies to a fault placed with `fault.at`", seen["fault.by"].span,
+                        "no `fault.at`", help="add `fault.at = SERVICE` (a service of the topology), or remove it")
     order = ctx.settings.get("order")
     if "order.seed" in seen and order is not None and order.v != "randomized":
         ctx.diags.error("E0219", "`order.seed` only applies to a randomized order", seen["order.seed"].span,
