@@ -126,3 +126,36 @@ def test_a_chains_violations_count_and_show_at_the_end_of_a_run(tmp_path):
     counts, examples = violation_counts(SimpleNamespace(rows=lambda: iter([]), path=tmp_path))
     assert counts == {"hop.amplification": 1}
     assert examples["hop.amplification"][0].startswith("scenario 1 (istio.retry) round 2 along the chain: front -> middle")
+
+
+def overflowing(overflows: int) -> dict:
+    grown = counters(20)
+    grown["edges"]["middle>back"]["sidecarPoolOverflows"] = overflows
+    return grown
+
+
+@pytest.mark.parametrize("peak, overflows, broken", [(3, 5, True), (10, 5, False), (3, 0, False)])
+def test_a_pool_that_refused_below_its_limit_breaks_the_oracle(peak, overflows, broken):
+    pool = scenario("circuit_breaker", {"http2MaxRequests": 20, "host": "back"}, "istio.circuit_breaker")
+    record = hop_record(CHAIN, pool, MESH, 1, overflowing(overflows), peaks={"middle>back": peak, "front>middle": 1})
+    found = [v for v in record["oracleViolations"] if v["oracle"] == "hop.pool_below_limit"]
+    assert bool(found) is broken
+    if broken:
+        assert "middle -> back: its sidecar refused 5 calls as over the limit of 20 in flight, but middle never " \
+               "had more than 3 calls of back in flight" in found[0]["message"]
+    assert {(e["caller"], e["callee"]): e["peakCallsInFlight"] for e in record["edges"]}["middle", "back"] == peak
+
+
+def test_only_a_pool_limited_by_requests_in_flight_alone_is_judged():
+    from rbl.runner.hops import pool_limits
+    both = scenario("circuit_breaker", {"http2MaxRequests": 20, "maxConnections": 4, "host": "back"},
+                    "istio.circuit_breaker")
+    assert pool_limits(CHAIN, both, MESH) == {}
+    alone = scenario("circuit_breaker", {"http2MaxRequests": 20, "host": "all"}, "istio.circuit_breaker")
+    assert pool_limits(CHAIN, alone, MESH) == {"front": 20, "middle": 20, "back": 20}
+    assert pool_limits(CHAIN, alone, LIBRARY) == {}
+
+
+def test_peaks_are_kept_not_subtracted():
+    from rbl.runner.hops import PEAKS
+    assert increase({"services": {}, PEAKS: {"a": 9}}, {"services": {}, PEAKS: {"a": 4}})[PEAKS] == {"a": 4}

@@ -42,6 +42,7 @@ class HopSampler:
     def start(self, first: dict) -> None:
         self.began = time.monotonic()
         self.samples = [(0.0, first)]
+        self.peaks: dict[str, int] = {}
         self._thread = threading.Thread(target=self._run, name="rbl-hop-sampler", daemon=True)
         self._thread.start()
 
@@ -54,6 +55,7 @@ class HopSampler:
                 return
             if counters is not None:
                 self.samples.append(((asked + time.monotonic()) / 2 - self.began, counters))
+                self.peaks = highest(self.peaks, counters.get(PEAKS) or {})
 
     def stop(self) -> list[dict]:
         """Stop sampling; the series: per interval, its end (seconds into the round) and what each
@@ -72,9 +74,16 @@ class HopSampler:
         return series
 
 
+PEAKS = "peaks"             # the counters' key of each edge's peak of calls in flight since the previous read
+
+
 def increase(before, after):
-    """after - before, number by number, through nested dicts (a key new in `after` counts from 0)."""
+    """after - before, number by number, through nested dicts (a key new in `after` counts from 0);
+    the peaks are no counters: the later read's are kept."""
     if isinstance(after, dict):
+        if isinstance(before, dict) and PEAKS in after:
+            return {**{key: increase(before.get(key), value) for key, value in after.items() if key != PEAKS},
+                    PEAKS: after[PEAKS]}
         return {key: increase((before or {}).get(key), value) for key, value in after.items()}
     if isinstance(after, (int, float)) and not isinstance(after, bool):
         return after - (before or 0)
@@ -118,6 +127,21 @@ def chain_columns(record: dict) -> dict:
             "chainWastedCpuSeconds": record["wastedCpuSeconds"], "chainCpuSeconds": record["cpuSeconds"]}
 
 
+def pool_limits(topology: Topology, scenario: dict, client: dict) -> dict[str, int]:
+    """The requests-in-flight limit (http2MaxRequests) placed on each service, where it is the pool's
+    only limit: a caller's sidecar then refuses only with that many of its calls in flight."""
+    if client["service"] != MESH_SERVICE or scenario["pattern"] == BASELINE:
+        return {}
+    placed = placed_policies(policies_of(scenario["pattern"], scenario["config"]), topology.entry, topology.names)
+    limits = {}
+    for name, policies in placed.items():
+        pool = policies.get("circuit_breaker", {})
+        if pool.get("http2MaxRequests") and not any(pool.get(other) for other in
+                                                    ("maxConnections", "http1MaxPendingRequests", "maxRetries")):
+            limits[name] = pool["http2MaxRequests"]
+    return limits
+
+
 def retry_attempts(topology: Topology, scenario: dict, client: dict) -> dict[str, int]:
     """The retries each service's callers make of a failed call of it, under this scenario: the
     placed retry's attempts, Istio's default retry's where none is placed, none for the baseline."""
@@ -129,8 +153,12 @@ def retry_attempts(topology: Topology, scenario: dict, client: dict) -> dict[str
     return {name: placed[name].get("retry", {}).get("attempts", DEFAULT_ATTEMPTS) for name in topology.names}
 
 
+def highest(peaks: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    return {name: max(peaks.get(name, 0), more.get(name, 0)) for name in {*peaks, *more}}
+
+
 def hop_record(topology: Topology, scenario: dict, client: dict, round_number: int, counters: dict,
-               series: list[dict] | None = None) -> dict:
+               series: list[dict] | None = None, peaks: dict[str, int] | None = None) -> dict:
     """One round's record in hops.jsonl: the increase of every edge's and service's counters, and what follows."""
     services, edges = counters["services"], counters["edges"]
     entry_requests = services[topology.entry]["requests"]
@@ -148,12 +176,24 @@ def hop_record(topology: Topology, scenario: dict, client: dict, round_number: i
                **_waste(counts, carried * nominal[name])}
         service_rows.append(row)
     edge_rows, violations = [], []
+    limits = pool_limits(topology, scenario, client)
     for key, edge in edges.items():
         caller, callee = key.split(EDGE_SEPARATOR)
         bound = edge["calls"] * (attempts[callee] + 1)
+        peak, limit = (peaks or {}).get(key), limits.get(callee)
+        # the caller's calls in flight bound its sidecar's requests in flight from above: a refusal
+        # below the limit (halved: a call the caller gave up on may linger in the sidecar) is a pool
+        # that does not hold the limit it was given
+        if edge.get("sidecarPoolOverflows", 0) > 0 and peak is not None and limit is not None and limit > 2 \
+                and peak < limit / 2:
+            violations.append(Violation("hop.pool_below_limit",
+                                        f"{caller} -> {callee}: its sidecar refused {edge['sidecarPoolOverflows']} "
+                                        f"calls as over the limit of {limit} in flight, but {caller} never had more "
+                                        f"than {peak} calls of {callee} in flight at once"))
         buckets = edge.pop("successBuckets", {})
         latency = {f"successP{q}Ms": percentile(buckets, q / 100, counters.get("histogram")) for q in (50, 95, 99)}
-        edge_rows.append({"caller": caller, "callee": callee, **edge, **latency, "attempts": attempts[callee]})
+        edge_rows.append({"caller": caller, "callee": callee, **edge, **latency, "attempts": attempts[callee],
+                          "peakCallsInFlight": peak})
         if edge["sidecarUpstreamRequests"] > bound:
             violations.append(Violation("hop.amplification",
                                         f"{caller} -> {callee}: its sidecar sent {edge['sidecarUpstreamRequests']} "

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ..plan_records import ClientKind, Load, client_kind, load_of
 from ..topology import topology_from_record
 from .backend import RoundFailed, Services
-from .hops import HopSampler, chain_columns, hop_record, increase
+from .hops import PEAKS, HopSampler, chain_columns, highest, hop_record, increase
 from .liveness import ServicesLost, probe_target
 
 DRAIN_POLL_S = 0.5
@@ -132,6 +132,7 @@ class RoundFrame:
         finally:
             driving.stop()
             series = sampler.stop() if sampler is not None else None
+            peaks = sampler.peaks if sampler is not None else None
         ended = _now()
         counters = Counters(fault.counters(), _increase(sidecar_before, self.services.client_counters(setup.library)))
         # a service that died or was replaced during the round: its rows measured something else
@@ -141,8 +142,9 @@ class RoundFrame:
             self._drain(settle)
         hops = None
         if self.topology is not None:            # after the drain: the work queued in the round is done
-            hops = hop_record(self.topology, scenario, setup.client, round_number,
-                              increase(hops_before, self.services.hop_counters()), series)
+            after = self.services.hop_counters()
+            hops = hop_record(self.topology, scenario, setup.client, round_number, increase(hops_before, after),
+                              series, highest(peaks or {}, after.get(PEAKS) or {}))
         rows = driver.rows(setup, driven, counters, (started, ended))
         if hops is not None:                     # the round along the chain, in each of its rows
             rows = [{**row, **chain_columns(hops)} for row in rows]

@@ -176,6 +176,7 @@ class TopologyServices:
         services: dict[str, dict] = {}
         calls: dict[tuple[str, str], dict] = {}
         histogram = None
+        peaks: dict[str, int] = {}
         for name, replicas in self.replicas.items():
             total = {"requests": 0, "answeredOk": 0, "answeredFailed": 0, "workSeconds": 0.0,
                      "failedWorkSeconds": 0.0, "cpuSeconds": 0.0}
@@ -196,6 +197,10 @@ class TopologyServices:
                     statuses = call.get("statuses", {})
                     edge["calls"] += call.get("sent", 0)
                     edge["callsFailed"] += sum(n for status, n in statuses.items() if not status.startswith("2"))
+                    # the sum of the replicas' peaks: at least the peak of the service's calls of the callee,
+                    # which bounds from above what its sidecar had in flight to it
+                    key = f"{name}>{callee}"
+                    peaks[key] = peaks.get(key, 0) + call.get("peak_in_flight", 0)
                     success = call.get("success_ms", {})
                     histogram = (success.get("base_ms"), success.get("growth"))
                     for bucket, count in success.get("counts", {}).items():
@@ -211,7 +216,7 @@ class TopologyServices:
             for callee in callees:
                 no_calls = {"calls": 0, "callsFailed": 0, "successBuckets": {}}
                 edges[f"{caller}>{callee}"] = {**calls.get((caller, callee), no_calls), **by_cluster[callee]}
-        return {"edges": edges, "services": services, "histogram": histogram}
+        return {"edges": edges, "services": services, "histogram": histogram, "peaks": Peaks(peaks)}
 
     def _stats(self, replica: Replica) -> dict:
         return json.loads(self._ask(replica, "GET", "/rbl/stats"))
@@ -255,6 +260,11 @@ class TopologyServices:
         for budget in self.budgets:
             budget.remove()
         self.budgets.clear()
+
+
+class Peaks(dict):
+    """Each edge's most calls in flight at once since the previous read: not a counter, so a round's
+    peak is the highest of its reads (hops.py), never a difference."""
 
 
 def _fault_body(fault: dict) -> dict:

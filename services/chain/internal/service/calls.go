@@ -122,6 +122,8 @@ func (c *caller) call(ctx context.Context, s *step) string {
 	request := (&http.Request{Method: http.MethodGet, URL: c.url, Host: s.service, Header: noHeaders,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
 	s.stats.sent.Add(1)
+	s.stats.inFlight.enter()
+	defer s.stats.inFlight.leave()
 	began := time.Now()
 	response, err := c.transport.RoundTrip(request)
 	if err != nil {

@@ -35,3 +35,26 @@ func TestHistogramKeepsTheLongestInTheLastBucket(t *testing.T) {
 		t.Fatal("an hour is not in the last bucket")
 	}
 }
+
+// The peak is the most calls in progress at once since the last read, which starts the next one.
+func TestThePeakInFlightStartsAgainAtEachRead(t *testing.T) {
+	var g peakGauge
+	g.enter()
+	g.enter()
+	g.enter()
+	g.leave()
+	if got := g.read(); got != 3 {
+		t.Fatalf("peak %d, want 3", got)
+	}
+	if got := g.read(); got != 2 {
+		t.Fatalf("after a read the peak starts from the 2 in flight, got %d", got)
+	}
+	g.leave()
+	g.leave()
+	if got := g.read(); got != 2 {
+		t.Fatalf("peak %d, want 2 (it was 2 before they left)", got)
+	}
+	if got := g.read(); got != 0 {
+		t.Fatalf("peak %d, want 0", got)
+	}
+}

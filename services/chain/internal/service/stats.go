@@ -37,8 +37,11 @@ type callStats struct {
 	sent      atomic.Uint64
 	statuses  statusCounts
 	succeeded histogram // the response times of the calls answered 2xx
-	mu        sync.Mutex
-	flags     map[string]uint64
+	// calls in progress: a caller's sidecar has at most that many requests of them in flight, so its
+	// pool limit refuses only when this reached the limit
+	inFlight peakGauge
+	mu       sync.Mutex
+	flags    map[string]uint64
 }
 
 // addFlags counts each of a reply's Envoy response flags ("UO", or "URX,UF" for two).
@@ -63,6 +66,27 @@ type Stats struct {
 	abortsInjected atomic.Uint64
 	delaysInjected atomic.Uint64
 }
+
+// peakGauge counts what is in progress and the most at once since it was last read.
+type peakGauge struct {
+	now  atomic.Int64
+	peak atomic.Int64
+}
+
+func (g *peakGauge) enter() {
+	now := g.now.Add(1)
+	for {
+		seen := g.peak.Load()
+		if now <= seen || g.peak.CompareAndSwap(seen, now) {
+			return
+		}
+	}
+}
+
+func (g *peakGauge) leave() { g.now.Add(-1) }
+
+// read is the peak since the last read; the next one starts from what is in progress now.
+func (g *peakGauge) read() int64 { return g.peak.Swap(g.now.Load()) }
 
 func newStats(called []string) *Stats {
 	s := &Stats{calls: map[string]*callStats{}}
@@ -119,6 +143,9 @@ type CallSnapshot struct {
 	Statuses map[string]uint64 `json:"statuses"`
 	Flags    map[string]uint64 `json:"flags"`
 	Success  HistogramSnapshot `json:"success_ms"` // the response times of the calls answered 2xx
+	// the most calls in progress at once since the previous snapshot (not cumulative: each snapshot
+	// starts the next peak from the calls in progress then)
+	PeakInFlight int64 `json:"peak_in_flight"`
 }
 
 // HistogramSnapshot says what its buckets are: bucket k holds (base x growth^(k-1), base x growth^k] ms.
@@ -148,7 +175,7 @@ func (s *Stats) snapshot(service string, replica int) Snapshot {
 		}
 		c.mu.Unlock()
 		snap.Calls[name] = CallSnapshot{Sent: c.sent.Load(), Statuses: c.statuses.snapshot(), Flags: flags,
-			Success: c.succeeded.snapshot()}
+			Success: c.succeeded.snapshot(), PeakInFlight: c.inFlight.read()}
 	}
 	return snap
 }
