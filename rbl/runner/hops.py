@@ -4,8 +4,9 @@ the round, the retry amplification beside its worst case, and the per-edge oracl
 The backend reports cumulative counters (Services.hop_counters); a round's record is their increase,
 with what follows from it: requests per entry request at each service (the amplification), the most
 the placed retries allow (the worst case: the product of 1 + attempts along each path), the work and
-CPU each service spent beyond what the carried entry requests needed (wasted), and, per edge, that its
-sidecar sent no more requests upstream than its calls times (attempts + 1).
+CPU each service spent beyond what the carried entry requests needed (wasted), and, per edge, the
+oracles: its sidecar sent no more requests upstream than its calls times (attempts + 1), and refused
+calls as over a pool limit only when the caller had calls enough in flight to reach it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..topology import Topology
 from .oracles import Violation, as_records
 
 EDGE_SEPARATOR = ">"
+PEAKS = "peaks"             # the counters' key of each edge's peak of calls in flight since the previous read
 SAMPLE_INTERVAL_S = 1.0
 # what the series keeps per interval: each service's answers, each edge's refusals and failed calls
 SERIES_SERVICE = ("requests", "answeredOk", "answeredFailed")
@@ -36,6 +38,7 @@ class HopSampler:
         self.read = read
         self.interval_s = interval_s
         self.samples: list[tuple[float, dict]] = []
+        self.peaks: dict[str, int] = {}          # the highest of the reads during the round, per edge
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -62,9 +65,10 @@ class HopSampler:
         service and edge did in it."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5.0)
+            self._thread.join(timeout=5.0)       # a read still waiting on a throttled replica is not waited for
+        samples = list(self.samples)
         series = []
-        for (_, before), (at, after) in zip(self.samples, self.samples[1:]):
+        for (_, before), (at, after) in zip(samples, samples[1:]):
             grown = increase(before, after)
             series.append({"t": round(at, 3),
                            "services": {name: {key: counts[key] for key in SERIES_SERVICE}
@@ -73,8 +77,6 @@ class HopSampler:
                                      for edge, counts in grown["edges"].items()}})
         return series
 
-
-PEAKS = "peaks"             # the counters' key of each edge's peak of calls in flight since the previous read
 
 
 def increase(before, after):
