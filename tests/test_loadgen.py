@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -296,3 +298,18 @@ def test_a_body_file_is_a_small_regular_file(rbl_load, tmp_path, server, body, m
                           timeout=30)
     assert done.returncode == 2 and f"--body-file {body}: {message}" in done.stderr, done.stderr
     assert server.seen == []
+
+
+def test_go_unit_tests_gofmt_and_vet():
+    """The pacer sleeps (never spins) and allocates nothing; a line is written without allocating."""
+    if shutil.which("go") is None:
+        pytest.fail("go is needed for the tests")
+    sources = Path(__file__).resolve().parent.parent / "clients" / "loadgen"
+    env = {**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"}
+    tested = subprocess.run(["go", "test", "-count=1", "./..."], cwd=sources, capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    vetted = subprocess.run(["go", "vet", "./..."], cwd=sources, capture_output=True, text=True, env=env, timeout=300)
+    assert vetted.returncode == 0, vetted.stderr
+    unformatted = subprocess.run(["gofmt", "-l", "."], cwd=sources, capture_output=True, text=True, timeout=60)
+    assert unformatted.returncode == 0 and unformatted.stdout == "", unformatted.stdout

@@ -10,7 +10,7 @@
 package main
 
 import (
-	"encoding/csv"
+	"bufio"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -30,11 +31,18 @@ import (
 )
 
 const (
-	maxBodyKept  = 1 << 20     // a /call reply is small; a larger body is read to the end but not kept
-	maxBodyFile  = 1 << 20     // a /call job is small; a larger --body-file (or /dev/zero) is refused
-	stopGrace    = time.Second // after SIGTERM/SIGINT, how long in-flight requests may still finish
-	flushEvery   = time.Second // the CSV reaches the disk at least this often
-	firstWorkers = uint64(256) // workers started up front; more start when all are busy
+	maxBodyKept  = 1 << 20                // a /call reply is small; a larger body is read to the end but not kept
+	maxBodyFile  = 1 << 20                // a /call job is small; a larger --body-file (or /dev/zero) is refused
+	stopGrace    = time.Second            // after SIGTERM/SIGINT, how long in-flight requests may still finish
+	flushEvery   = 200 * time.Millisecond // the CSV reaches the file at least this often (calibration reads it as it grows)
+	firstWorkers = uint64(256)            // workers started up front; more start when all are busy
+	// gcPercent: the heap may grow to 5x the live heap between collections (Go's default: 2x).
+	// Each request allocates ~6 KB in vegeta and net/http on a live heap of a few MB, so the
+	// default collected ~10 times a second at 4,000 req/s, each with stop-the-world pauses of up
+	// to 2-4 ms on a busy machine that landed in the lag's tail; 400 collects 6x less often, for
+	// ~30 MB of memory and ~10% less CPU; no collection at all (GOGC=off under a memory limit)
+	// measured no better (bench/loadgen_peers.py --gc; docs/benchmarks.md). GOGC, when set, wins.
+	gcPercent = 400
 )
 
 type options struct {
@@ -143,6 +151,9 @@ func percentileMs(sorted []time.Duration, q float64) float64 {
 
 func main() {
 	o := parseOptions()
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	scheduleFile, err := os.Open(o.schedule)
 	if err != nil {
 		usageError("--schedule: %v", err)
@@ -163,7 +174,7 @@ func main() {
 	if err != nil {
 		usageError("--out: %v", err)
 	}
-	out := csv.NewWriter(outFile) // buffered: lines reach the file as the buffer fills, and every flushEvery
+	out := bufio.NewWriterSize(outFile, 64<<10) // lines reach the file as the buffer fills, and every flushEvery
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -196,12 +207,13 @@ loop:
 		case <-grace:
 			break loop
 		case <-flush.C:
-			out.Flush()
+			if err := out.Flush(); err != nil {
+				fail(err)
+			}
 		}
 	}
 	elapsed := time.Since(start)
-	out.Flush()
-	if err := errors.Join(out.Error(), outFile.Close()); err != nil {
+	if err := errors.Join(out.Flush(), outFile.Close()); err != nil {
 		fail(err)
 	}
 	lags := rec.lags

@@ -53,15 +53,16 @@ type schedulePacer struct {
 	start   time.Time
 }
 
-// spinWindow: the last stretch before a send is busy-waited, not slept. Go's own timers wake up
-// ~1 ms late for sub-millisecond sleeps here (and ~0.2 ms for longer ones), which alone would make
-// sends late by that much; a plain nanosleep system call wakes up ~0.06 ms late (p99 ~0.2 ms on a
-// busy machine). So the pacer nanosleeps until spinWindow before a send and spins the rest: up to
-// this much CPU per send.
-const spinWindow = 250 * time.Microsecond
-
 // Pace waits itself until hit number `hits` is due and returns 0: vegeta would sleep the returned
-// duration with Go's coarse timer, then hands the hit to a worker at once.
+// duration with Go's timer, which wakes ~1 ms late for short waits (the runtime's poller counts in
+// milliseconds), then hands the hit to a worker at once.
+//
+// It sleeps, never spins: a nanosleep system call with this thread's timer slack set to 1 ns
+// wakes ~0.03-0.06 ms after the due time here (the default 50 us slack doubled that). A spin of
+// the last 0.25 ms before each send (what rbl-load did before) kept the p50 lag at ~0.005 ms but
+// cost 1.2-1.8x the CPU per request at 1,000-4,000/s, taken from the cores the system under test
+// shares, and did not shorten the p99 lag, which the garbage collector and the machine's other
+// work decide (bench/loadgen_peers.py; docs/benchmarks.md).
 func (p *schedulePacer) Pace(_ time.Duration, hits uint64) (time.Duration, bool) {
 	if hits >= uint64(len(p.offsets)) {
 		return 0, true
@@ -73,19 +74,23 @@ func (p *schedulePacer) Pace(_ time.Duration, hits uint64) (time.Duration, bool)
 	runtime.Gosched()
 	for {
 		left := due - time.Since(p.start)
-		switch {
-		case left <= 0:
+		if left <= 0 {
 			return 0, false // due now, or late already: the record shows any lag
-		case left > spinWindow:
-			// blocks this thread only; Go's scheduler runs the workers on others. An early return
-			// (EINTR: Go's preemption signals) just goes round again.
-			pause := syscall.NsecToTimespec(int64(left - spinWindow))
-			_ = syscall.Nanosleep(&pause, nil)
-		default:
-			runtime.Gosched() // lets the workers run on this thread while we wait
 		}
+		sleepPrecisely(left)
 	}
 }
+
+// sleepPrecisely blocks this thread (only: Go's scheduler runs the workers on others) for d. An
+// early return (EINTR: Go's preemption signals) just goes round the caller's loop again. The
+// slack is set on whichever thread runs this: a thread's setting, kept by it (a cheap call).
+func sleepPrecisely(d time.Duration) {
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
+	pause := syscall.NsecToTimespec(int64(d))
+	_ = syscall.Nanosleep(&pause, nil)
+}
+
+const prSetTimerSlack = 29 // PR_SET_TIMERSLACK (linux/prctl.h)
 
 // Rate is the scheduled number of sends in the second before elapsed (vegeta only reports it).
 func (p *schedulePacer) Rate(elapsed time.Duration) float64 {
