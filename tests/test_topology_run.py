@@ -67,6 +67,7 @@ def test_every_round_has_its_record_along_the_chain(chain_run):
     out, rows, hops, stdout = chain_run
     assert len(hops) == 3 and {h["client"] for h in hops} == {"istio.circuit_breaker", "tenacity.retry"}
     assert "target: topology, entry front" in stdout and "back 2/2: 0.5 CPU" in stdout
+    assert "refused in" in stdout and "wasted in" in stdout         # the summary says it too (headers wrap)
     for record in hops:
         assert record["oracleViolations"] == []
         services = {s["service"]: s for s in record["services"]}

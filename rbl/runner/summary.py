@@ -19,7 +19,10 @@ MESH_SUMMARY = {"circuitBrokenRequests": "circuit broken", "sidecarRetries": "si
 # what a library's timeout, bulkhead, rate limiter, hedge or fallback did (median per virtual user)
 PATTERN_SUMMARY = {"timedOutCalls": "timed out", "bulkheadRejectedCalls": "bulkhead refused",
                    "rateLimitedCalls": "rate limited", "hedgedRequests": "hedges", "fallbackCalls": "fallbacks"}
-OPTIONAL_SUMMARY = {**MESH_SUMMARY, **PATTERN_SUMMARY}     # columns shown when some row has them
+# a topology's round along its chain (the same for every row of the round)
+CHAIN_SUMMARY = {"chainAmplification": "requests per entry request", "chainRefusedCalls": "refused in the chain",
+                 "chainWastedCpuSeconds": "CPU wasted in the chain (s)"}
+OPTIONAL_SUMMARY = {**MESH_SUMMARY, **PATTERN_SUMMARY, **CHAIN_SUMMARY}     # columns shown when some row has them
 
 
 def _median(values: list[float]) -> str:
@@ -53,9 +56,12 @@ OPEN_LOOP_SUMMARY = {"offeredRate": ("offered req/s", "{:.1f}"), "carriedThrough
                      "timedOutShare": ("timed out", "{:.1%}"), "failedShare": ("failed", "{:.1%}"),
                      "successP95Ms": ("success p95 ms", "{:.1f}"), "successP99Ms": ("success p99 ms", "{:.1f}"),
                      "p95UnderSloShare": ("p95 under SLO", "{:.0%}")}
+# ... and a topology's, when the run has one
+OPEN_LOOP_CHAIN_SUMMARY = {"chainRefusedCalls": ("refused in the chain", "{:.0f}"),
+                           "chainWastedCpuSeconds": ("CPU wasted in the chain (s)", "{:.3f}")}
 
 
-def open_loop_rows(run: RunDirectory) -> list[tuple[str, list[str]]]:
+def open_loop_rows(run: RunDirectory, summary: dict = OPEN_LOOP_SUMMARY) -> list[tuple[str, list[str]]]:
     """Per scenario (client and configuration at one fault rate and load), medians over its rounds."""
     from ..compiler.workload import describe_load      # the compiler's import cost, for open-loop runs only
     labeller = Labeller(run.plan_header())
@@ -65,12 +71,12 @@ def open_loop_rows(run: RunDirectory) -> list[tuple[str, list[str]]]:
             continue
         load = describe_load(row["load"]) if isinstance(row.get("load"), dict) else "-"
         cell = cells[(labeller.label({"client": row["client"], "config": row["config"]}), row["faultPercentage"], load)]
-        for column in OPEN_LOOP_SUMMARY:
+        for column in summary:
             cell[column].append(row.get(column))
     rows = []
     for (client, fault, load), cell in cells.items():
         values = []
-        for column, (_, shape) in OPEN_LOOP_SUMMARY.items():
+        for column, (_, shape) in summary.items():
             present = [v for v in cell[column] if v is not None]
             values.append(shape.format(median(present)) if present else "-")
         rows.append((client, [f"{fault:g}", load, *values]))
@@ -82,15 +88,17 @@ def print_summary(run: RunDirectory, console: Console, proxy: str | None = None)
     if overrides:
         console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
     if is_open_loop(run.plan_header()):
-        columns = [NumberColumn(name) for name in ["fault %", "load", *(t for t, _ in OPEN_LOOP_SUMMARY.values())]]
+        summary = {**OPEN_LOOP_SUMMARY, **(OPEN_LOOP_CHAIN_SUMMARY if "topology" in run.plan_header() else {})}
+        columns = [NumberColumn(name) for name in ["fault %", "load", *(t for t, _ in summary.values())]]
         title = "open-loop load, median over rounds" + (f" (fault proxy: {proxy})" if proxy else "")
-        print_keyed_table(console, title, "client and configuration", columns, open_loop_rows(run))
+        print_keyed_table(console, title, "client and configuration", columns, open_loop_rows(run, summary))
         return
     names = ["fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
              METRIC_TITLES["successTimePerRequest"], "fault % applied"]
     found = summary_rows(run)
     # a mesh client's sidecar columns when some row has them; a pattern's when it did something somewhere
-    hidden = [("-",) if column in MESH_SUMMARY else ("-", "0.0") for column in OPTIONAL_SUMMARY]
+    hidden = [("-",) if column in MESH_SUMMARY or column in CHAIN_SUMMARY else ("-", "0.0")
+              for column in OPTIONAL_SUMMARY]
     shown = [position for position in range(len(OPTIONAL_SUMMARY))
              if any(row[7 + position] not in hidden[position] for row in found)]
     names += [list(OPTIONAL_SUMMARY.values())[position] for position in shown]
