@@ -3,8 +3,20 @@ requests whose p95 response time stays under a bound (100 ms unless said otherwi
 the open-loop load generator through the fault proxy (no fault) on this machine.
 
 Search: constant-rate steps, doubling from START_RPS until a step fails, then halving the gap
-between the last passing and the first failing rate BISECTIONS times. A step passes when at least
-MIN_SUCCESS_SHARE of its measured requests succeeded and their p95 is under the bound.
+between the last passing and the first failing rate until it is under PRECISION of the passing rate
+(at most MAX_BISECTIONS times). A step passes when at least MIN_SUCCESS_SHARE of its measured
+requests succeeded and their p95 is under the bound. A failing step's successful answers per second
+(an overloaded target answers at its most) cap the failing rate, and the next step tries just under
+that cap (capacity is often close to it), which ends the search when it passes.
+
+How long a step lasts (step_seconds): STEP_WARMUP_S, then what its verdict needs: MIN_REQUESTS
+measured requests (then p95 is interpolated between the 47th and 48th of 50, and one failure
+already fails the share), and time for an overload to show: a rate (1 + e) times what the target
+serves grows its queue by e seconds of work a second, past the bound after bound / e seconds, so
+OVERLOAD_SLOS x the bound lets an overload of 1 / OVERLOAD_SLOS (7%, about PRECISION) show. A failing
+step ends as soon as its verdict is certain (more measured requests failed, or slow, than a passing
+step may have, whatever the rest do), and the next step waits until the target has worked off its
+queue.
 
 Measurements are kept in ~/.cache/rbl/capacity.json (capacity_cache.py), keyed by the machine (host name, CPU model,
 cores) and the target (path, replicas, CPU budgets, proxy, bound): a plan giving rates as shares of
@@ -17,22 +29,33 @@ import json
 import os
 import platform
 import socket
+import time
+import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..plan_records import LOAD_KEY, load_of
 from ..store.open_metrics import open_loop_metrics
 from .capacity_cache import read_record, write_record
-from .load_generator import classify, run_load
+from .load_generator import LoadFailed, LoadRun, classify
 
 START_RPS = 25
 MAX_RPS = 20_000
-BISECTIONS = 3
-STEP_S = 4.0
-STEP_WARMUP_S = 1.0
+PRECISION = 0.05            # the search stops when the gap is under this share of the passing rate
+MAX_BISECTIONS = 4
+STEP_WARMUP_S = 0.5
+MIN_STEP_S = 1.5            # measured seconds at least
+MIN_REQUESTS = 50           # measured requests at least
+OVERLOAD_SLOS = 15          # measured seconds at least, in multiples of the bound
 MIN_SUCCESS_SHARE = 0.99
+P95_PERCENT = 95
 DEFAULT_SLO_MS = 100.0
+POLL_S = 0.1                # how often a running step's records are read
+IDLE_TIMEOUT_S = 30.0       # after a failed step, how long the target may take to work off its queue
 
 
 def machine_fingerprint() -> dict:
@@ -67,47 +90,146 @@ def store_capacity(target: dict, record: dict, say: Callable[[str], None] = lamb
     return write_record(_key(machine_fingerprint(), target), record, MAX_RPS, say)
 
 
+def step_seconds(rps: float, slo_ms: float) -> float:
+    """A step's measured seconds (the module's docstring says why)."""
+    return max(MIN_STEP_S, MIN_REQUESTS / rps, OVERLOAD_SLOS * slo_ms / 1000)
+
+
+def certainly_failed(table: pa.Table, measured: int, slo_ms: float) -> bool:
+    """Whether the records so far fail the step whatever the rest of its `measured` requests do:
+    more failed than MIN_SUCCESS_SHARE allows, or so many slow successes that their p95 (linear
+    between closest ranks, over at most `measured` successes) is at the bound."""
+    rows = table.filter(pc.invert(table["warmup"]))
+    success = pc.equal(rows["cls"], "success")
+    failed = rows.num_rows - (pc.sum(success).as_py() or 0)
+    slow = pc.sum(pc.and_(success, pc.greater_equal(rows["response_ms"], slo_ms))).as_py() or 0
+    # the p95 of S values is linear between ranks floor(h) and floor(h) + 1, h = 0.95 (S - 1): at the
+    # bound once the top S - floor(h) are, a count that grows with S, so S = measured decides
+    slow_enough = measured - int(P95_PERCENT * (measured - 1) // 100)
+    return failed > round((1 - MIN_SUCCESS_SHARE) * measured, 9) or slow >= slow_enough
+
+
+def served_rps(table: pa.Table) -> float | None:
+    """Successful answers per second, between the first and the last (None: too few to tell). In an
+    overloaded step the target is saturated from its first moments (a queue forms at once), so the
+    warm-up counts too: a step that failed early still tells."""
+    success = table.filter(pc.equal(table["cls"], "success"))
+    if success.num_rows < 20:
+        return None
+    answered = pc.add(pc.multiply(success["scheduled_s"], 1000), success["response_ms"])
+    span_ms = (pc.max(answered).as_py() or 0) - (pc.min(answered).as_py() or 0)
+    return (success.num_rows - 1) / span_ms * 1000 if span_ms > 0 else None
+
+
+def _read_so_far(csv_path: Path, warmup_s: float) -> pa.Table | None:
+    """The complete lines the generator has written so far, as the request table."""
+    try:
+        data = csv_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    end = data.rfind(b"\n")
+    if end < 0 or data.count(b"\n", 0, end + 1) < 2:           # the header and at least one record
+        return None
+    return classify(pa.BufferReader(data[:end + 1]), warmup_s, mesh=True)
+
+
 def _step(binary: Path, url: str, rps: float, slo_ms: float, work: Path) -> dict:
-    count = int(rps * STEP_S)
-    offsets = [round(i * 1e9 / rps) for i in range(count)]
-    csv_path, summary = run_load(binary, url, offsets, work, timeout_s=max(2.0, slo_ms / 100), duration_s=STEP_S)
+    measured_s = step_seconds(rps, slo_ms)
+    duration_s = STEP_WARMUP_S + measured_s
+    offsets = [round(i * 1e9 / rps) for i in range(int(rps * duration_s))]
+    measured = sum(offset >= STEP_WARMUP_S * 1e9 for offset in offsets)
+    load = LoadRun(binary, url, offsets, work, timeout_s=max(2.0, slo_ms / 100), duration_s=duration_s)
+    began = time.monotonic()
+    try:
+        while not load.wait(POLL_S):
+            table = _read_so_far(load.out, STEP_WARMUP_S)
+            if table is not None and certainly_failed(table, measured, slo_ms):
+                load.stop()                                  # its verdict is in: no need to wait out the rest
+                return _verdict(rps, table, measured, slo_ms, time.monotonic() - began, stopped=True)
+        csv_path, _ = load.result()
+    finally:
+        load.stop()
     table = classify(csv_path, STEP_WARMUP_S, mesh=True)
-    metrics = open_loop_metrics(table, window_s=STEP_S, slo_ms=slo_ms, measured_s=STEP_S - STEP_WARMUP_S,
-                                start_s=STEP_WARMUP_S)
+    return _verdict(rps, table, measured, slo_ms, time.monotonic() - began, stopped=False)
+
+
+def _verdict(rps: float, table: pa.Table, measured: int, slo_ms: float, seconds: float, stopped: bool) -> dict:
+    metrics = open_loop_metrics(table, window_s=1.0, slo_ms=slo_ms, start_s=STEP_WARMUP_S)
     share, p95 = metrics["successShare"] or 0.0, metrics["successP95Ms"]
-    passed = share >= MIN_SUCCESS_SHARE and p95 is not None and p95 < slo_ms
+    passed = not stopped and share >= MIN_SUCCESS_SHARE and p95 is not None and p95 < slo_ms \
+        and metrics["offeredRequests"] >= measured
     return {"rps": round(rps, 1), "successShare": round(share, 4), "successP95Ms": p95,
-            "lagP99Ms": metrics["lagP99Ms"], "passed": passed}
+            "lagP99Ms": metrics["lagP99Ms"], "passed": passed, "seconds": round(seconds, 2),
+            "endedEarly": stopped, "servedRps": None if passed else served_rps(table)}
+
+
+def search(measure: Callable[[float], dict]) -> tuple[float, list[dict]]:
+    """The highest passing rate `measure` (one step at a rate -> its record) finds, and the steps."""
+    steps: list[dict] = []
+
+    def passes(rps: float) -> bool:
+        steps.append(measure(rps))
+        return steps[-1]["passed"]
+
+    good, bad, served = 0.0, None, None
+    rps = float(START_RPS)
+    while rps <= MAX_RPS:
+        if not passes(rps):
+            served = steps[-1]["servedRps"]
+            # nothing above what an overloaded target answered can pass
+            bad = served if served is not None and good < served < rps else rps
+            break
+        good, rps = rps, rps * 2
+    for _ in range(MAX_BISECTIONS):
+        if bad is None or good <= 0 or bad - good <= PRECISION * good * (1 + 1e-9):     # (float rounding)
+            break
+        # the capacity is often just under what the target served: try first the rate that would
+        # end the search if it passes, then halve the gap
+        middle = bad / (1 + PRECISION) if served is not None and bad == served else (good + bad) / 2
+        served = None
+        if passes(middle):
+            good = middle
+        else:
+            bad = middle
+    return good, steps
 
 
 def calibrate(binary: Path, url: str, slo_ms: float, work: Path, say: Callable[[str], None] = lambda _: None) -> dict:
     """Measure the capacity at `url` (GET through the fault proxy); returns the record to store."""
-    steps: list[dict] = []
+    began = time.monotonic()
 
-    def passes(rps: float) -> bool:
+    def measure(rps: float) -> dict:
         step = _step(binary, url, rps, slo_ms, work)
-        steps.append(step)
+        p95, served = step["successP95Ms"], step["servedRps"]
         say(f"  {step['rps']:>8g} req/s: {step['successShare']:.1%} successful, p95 "
-            f"{'-' if step['successP95Ms'] is None else format(step['successP95Ms'], '.1f')} ms "
-            f"-> {'under' if step['passed'] else 'NOT under'} {slo_ms:g} ms")
-        return step["passed"]
+            f"{'-' if p95 is None else format(p95, '.1f')} ms -> {'under' if step['passed'] else 'NOT under'} "
+            f"{slo_ms:g} ms ({step['seconds']:.1f} s{'' if served is None else f'; {served:.0f} req/s served'})")
+        if not step["passed"]:
+            _wait_idle(url, slo_ms)
+        return step
 
-    good, bad = 0.0, None
-    rps = float(START_RPS)
-    while rps <= MAX_RPS:
-        if not passes(rps):
-            bad = rps
-            break
-        good, rps = rps, rps * 2
-    if bad is not None:
-        for _ in range(BISECTIONS):
-            middle = (good + bad) / 2
-            if passes(middle):
-                good = middle
-            else:
-                bad = middle
+    good, steps = search(measure)
     return {"capacity_rps": round(good, 1), "slo_ms": slo_ms, "machine": machine_fingerprint(),
-            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "steps": steps}
+            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "steps": steps,
+            "seconds": round(time.monotonic() - began, 1)}
+
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through a proxy setting
+
+
+def _wait_idle(url: str, slo_ms: float) -> None:
+    """After a failed step: until a request is answered within the bound (the target has worked off
+    what queued at it), so the next step does not start on this one's backlog."""
+    deadline = time.monotonic() + IDLE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        start = time.monotonic()
+        try:
+            with _DIRECT.open(url, timeout=IDLE_TIMEOUT_S) as answer:
+                answer.read()
+            if (time.monotonic() - start) * 1000 < slo_ms:
+                return
+        except OSError:
+            time.sleep(POLL_S)
 
 
 def calibration_header(header: dict) -> dict:
@@ -148,7 +270,7 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
             f"(calibrated {record['measured_at']}; `rbl calibrate --force` measures it again)")
         return record
     say(f"no capacity of this target is stored for this machine: calibrating first "
-        f"(p95 under {slo_ms:g} ms; {STEP_S:g} s per step)")
+        f"(p95 under {slo_ms:g} ms; steps of {STEP_WARMUP_S + step_seconds(MAX_RPS, slo_ms):g} s or more)")
     services.fault.apply({"kind": "abort", "rate": 0, "status": 503})
     record = calibrate(binary, services.target_url(header["target"]["path"]), slo_ms, work, say)
     if record["capacity_rps"] <= 0:
