@@ -290,3 +290,31 @@ def test_capped_diagnostics_keep_the_same_first_ones():
     said = Diagnostics()
     parse_fast(SourceFile("spec.rbl", text), said)
     assert said.counts == {"E0223": 111} and len(said.items) == 50
+
+
+TOPOLOGY = """space s {{
+  users = 1
+  topology {{
+{body}
+  }}
+  client istio.retry {{}}
+}}
+"""
+
+
+@pytest.mark.parametrize("body, outcome", [
+    ("    entry = a\n    service a {\n      work = factorial(300)\n      cpus = 0.5\n      calls b * 4 parallel\n    }\n"
+     "    service b {\n      work = sleep(2ms)\n      replicas = 3\n    }", "read"),
+    ("    service a {\n      calls b\n      calls c * 1_0\n      calls d sequential\n      work = none()\n    }", "read"),
+    ("    service a {\n      work = fast\n      x = 1..3\n      y = true\n    }", "read"),
+    ("    service a { work = factorial(n: 3, m in [1, 2]) }", "read"),
+    ("    service a {\n      calls b * 4.5\n    }", "handed over"),          # `* times` is an INT
+    ("    service a {\n      calls = 3\n    }", "handed over"),             # `calls` is a keyword there
+    ("    service a {\n      cpus in [1, 2]\n    }", "handed over"),        # no axis in a service
+    ("    entry in [a, b]\n    service a {}", "handed over"),                 # nor in a topology
+    ("    service = 2", "handed over"),
+    ("    service a {\n      calls b c d\n    }", "handed over"),
+    ("    service a {\n      work = f(\n    }", "handed over"),
+])
+def test_both_readers_read_a_topology_alike(body, outcome):
+    assert check_agrees(TOPOLOGY.format(body=body)) == outcome

@@ -12,7 +12,8 @@ blanked out (Reader.reduced_text), where Lark finds the same error in time propo
 is left; and the whole text only when Lark finds no error there (`users in1..5`, which Lark's
 contextual lexer reads as `users in 1..5` and this reader does not take). Keywords are recognised
 where the grammar's contextual lexer recognises them (`in` after a key, `true` where a value may
-stand, `client` where a statement starts), and are names everywhere else, as in Lark.
+stand, `client` or `topology` where a statement starts, `service` in a topology, `calls` in a
+service), and are names everywhere else, as in Lark.
 The tokens are tokens.py's, shared with the parser's bracket diagnostics.
 tests/test_hostile_compile_parser.py holds the two readers to the same results.
 """
@@ -53,6 +54,7 @@ _ELEMENT_ITEM = re.compile(_ELEMENT)
 _INT = r"[0-9][0-9_]*+(?![0-9_.%A-Za-z\u00b5])"
 _CHAINS = {op: re.compile(rf"{_INT}(?:[ \t\f]*+{re.escape(op)}[ \t\f]*+{_INT})++") for op in "+*"}
 _CHAIN_ITEM = re.compile(r"[0-9][0-9_]*+")
+_INT_TOKEN = re.compile(r"[0-9][0-9_]*")          # the grammar's INT: a step's `* times`
 _AFTER_CHAIN = re.compile(r"[ \t\f]*+(.?)")
 
 LAZY_FROM = 64               # values from which a list is kept as a view of its text
@@ -440,9 +442,7 @@ class _Reader:
             if self.value == "let":
                 return self.let()
             if self.value == "topology":
-                # a topology is a few lines, never what makes a spec big: Lark reads it (and a
-                # `topology = ...`, which its contextual lexer refuses there, alike)
-                raise Fallback
+                return self.topology()
         return self.setting()
 
     # ---- settings and values ----
@@ -675,6 +675,68 @@ class _Reader:
             self.advance()
             step = self.scalar()
         return ast.RangeValue(start, end, step, start.span.to((step or end).span))
+
+    # ---- a topology ----
+    def topology(self) -> ast.Topology:
+        mark = self.mark()
+        self.advance()                                    # `topology`
+        body, close = self.block(self.topology_statement)
+        return ast.Topology(tuple(body), self.span_from(mark, close))
+
+    def topology_statement(self):
+        if self.kind == "name" and self.value == "service":
+            mark = self.mark()
+            self.advance()                                # `service`
+            name = self.name()
+            body, close = self.block(self.service_statement)
+            return ast.Service(name, tuple(body), self.span_from(mark, close))
+        return self.bind()
+
+    def bind(self) -> ast.Bind:
+        """`key = value` only: where the grammar has no axis (a topology's statements)."""
+        setting = self.setting()
+        if not isinstance(setting, ast.Bind):
+            raise Fallback
+        return setting
+
+    def service_statement(self):
+        if self.kind == "name" and self.value == "calls":
+            return self.calls()
+        key = self.key()
+        if not self.is_op("="):
+            raise Fallback
+        self.advance()
+        if self.kind == "name" and self.value not in ("true", "false"):
+            name = self.name()
+            if self.is_op("("):                       # `work = factorial(300)`
+                call = self.call_rest(name)
+                return ast.CallBind(key, call, key.span.to(call.span))
+            value = ast.NameRef(name.name, name.span)
+            value = self.range_rest(value) if self.is_op("..") else value
+        else:
+            value = self.value_node()
+        return ast.Bind(key, value, key.span.to(value.span))
+
+    def calls(self) -> ast.Calls:
+        """`calls NAME [* INT] [NAME]`."""
+        mark = self.mark()
+        self.advance()                                    # `calls`
+        service = self.name()
+        last = service.span
+        times = None
+        if self.is_op("*"):
+            self.advance()
+            if self.kind != "num" or not _INT_TOKEN.fullmatch(self.value):
+                raise Fallback
+            span = self.token_span()
+            times = ast.Literal(int_value(self.value, span, self.diags), self.value, span)
+            last = span
+            self.advance()
+        mode = None
+        if self.kind == "name":
+            mode = self.name()
+            last = mode.span
+        return ast.Calls(service, times, mode, self.span_from(mark, last))
 
     # ---- assertions ----
     def assertion(self) -> ast.Assertion:
