@@ -127,6 +127,11 @@ def test_a_leaf_does_its_work_answers_with_the_token_and_counts(start):
     assert after["calls"] == {}
 
 
+def _counts(call: dict) -> dict:
+    """A call's counters without its success buckets and peak (checked on their own)."""
+    return {key: call[key] for key in ("sent", "statuses", "flags")}
+
+
 @pytest.mark.parametrize("parallel", [False, True], ids=["sequential", "parallel"])
 def test_one_request_makes_times_requests_at_the_callee(start, parallel):
     callee = start(leaf())
@@ -134,7 +139,12 @@ def test_one_request_makes_times_requests_at_the_callee(start, parallel):
     status, headers, _ = front.request("GET", "/whatever")
     assert status == 200 and headers[TOKEN_HEADER.lower()] == TOKEN
     assert callee.stats()["requests"] == 3
-    assert front.stats()["calls"] == {"leaf": {"sent": 3, "statuses": {"200": 3}, "flags": {}}}
+    calls = front.stats()["calls"]
+    assert list(calls) == ["leaf"] and _counts(calls["leaf"]) == {"sent": 3, "statuses": {"200": 3}, "flags": {}}
+    # the successes' response times, bucketed: three of them
+    assert sum(calls["leaf"]["success_ms"]["counts"].values()) == 3
+    # one call at a time in sequence; in parallel up to 3 (a fast leaf may answer before the last starts)
+    assert calls["leaf"]["peak_in_flight"] in ((1, 2, 3) if parallel else (1,))
     front.request()
     assert callee.stats()["requests"] == 6
 
@@ -151,7 +161,9 @@ def test_an_abort_at_the_callee_is_passed_up_and_stops_the_sequence(start):
     seen = callee.stats()
     assert seen["requests"] == 2 and seen["answered"] == {"503": 2}          # one from the test, one call: not 3
     assert seen["work_seconds"] == {"ok": 0, "failed": 0}                     # an abort does no work
-    assert front.stats()["calls"]["leaf"] == {"sent": 1, "statuses": {"503": 1}, "flags": {}}
+    assert _counts(front.stats()["calls"]["leaf"]) == {"sent": 1, "statuses": {"503": 1}, "flags": {}}
+    assert seen["faults"] == {"aborts": 2, "delays": 0}
+    assert front.stats()["calls"]["leaf"]["success_ms"]["counts"] == {}       # no success to time
     assert front.stats()["answered"] == {"500": 1}
 
     callee.set_fault({})
@@ -165,7 +177,7 @@ def test_a_callee_that_is_gone_is_a_transport_failure(start):
                    "outbound": f"{HOST}:{port}"})
     status, headers, _ = front.request()
     assert status == 500 and headers["x-rbl-failed-at"] == "db/transport"
-    assert front.stats()["calls"]["db"] == {"sent": 1, "statuses": {"0": 1}, "flags": {}}
+    assert _counts(front.stats()["calls"]["db"]) == {"sent": 1, "statuses": {"0": 1}, "flags": {}}
 
 
 def test_the_control_endpoints_need_the_token_and_refuse_a_bad_fault(start):

@@ -99,6 +99,7 @@ class FakeBackend:
     def client_address(self, library): return "127.0.0.1", 9
     def configure_client(self, library, pattern, config): pass
     def client_counters(self, library): return None
+    def hop_counters(self): return None
     def restart_client(self, library): pass
     def target_probe(self): return self.probe
 
