@@ -23,6 +23,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+
+def has_topology(example: Path) -> bool:
+    """A topology's example has no compose deployment (its services run on the local backend); its
+    plan compiles with its Istio policies (`--target istio`)."""
+    return "topology {" in example.read_text(encoding="utf-8")
 SHARED = REPO.parent / "shared"
 REFERENCE_JSON = SHARED / "reference" / "resiliencebench-json"
 

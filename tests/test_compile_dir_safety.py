@@ -11,7 +11,7 @@ import pytest
 
 from rbl.targets.output_dir import OWN_DIRECTORIES, OWN_FILES, RECORD, safe_name, write_file
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, has_topology
 
 QUICKSTART = EXAMPLES / "quickstart.rbl"
 
@@ -205,7 +205,8 @@ def test_a_dangling_output_link_is_a_usage_error(cli, tmp_path):
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.rbl")))
 def test_every_file_a_compile_writes_is_under_a_name_it_checks(cli, tmp_path, example, fmt):
     out = tmp_path / "out"
-    code, _, err = cli("compile", EXAMPLES / example, "-o", out, "--format", fmt)
+    target = ["--target", "istio"] if has_topology(EXAMPLES / example) else []
+    code, _, err = cli("compile", EXAMPLES / example, "-o", out, "--format", fmt, *target)
     assert code == 0, err
     for path in out.rglob("*"):
         if path.is_file():
