@@ -13,7 +13,7 @@ the rounds of:
              sending, reading answers and writing its records)
 A rate is in schedule for a generator when its achieved rate is within 1% of the rate.
 
-Goals (issue 45): rbl-load's CPU per request at most vegeta's at every rate; its highest in-schedule
+Goals: rbl-load's CPU per request at most vegeta's at every rate; its highest in-schedule
 rate at least 2x vegeta's; on a machine with a quiet core, a p99 lag under 1 ms at 4,000/s. The
 machine is shared: the load average is printed per rate, and the lag goal is only judged when the
 load average before the rate was under (cores - 1), that is, when a core was quiet.

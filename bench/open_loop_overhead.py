@@ -4,13 +4,12 @@ again with the capacity that run stored.
 
 Useful time is the load: each round from its first send to its last answer (the row's startTime to
 endTime: the schedule's `load.duration`, warm-up included as bench/runner_overhead.py counts warm-up
-rounds, and the answers to its last requests, which an overloaded target gives late; the issue's
-"load 61.8 s" for three 20-s rounds counted the same). It is divided by the command's wall time:
-interpreter start-up, compiling, starting the target, proxy and sidecars, calibrating, waiting for
-the target's queue after each round, switching sidecars, the metrics, the Parquet files and stopping
-everything included. The calibration's own time is the one its stored
-record gives. Goals (issue 45): with a fresh calibration, useful >= 85% and calibration <= 10% of
-the run; with the stored capacity, useful >= 95%.
+rounds, and the answers to its last requests, which an overloaded target gives late: they are the
+round's measurements too). It is divided by the command's wall time: interpreter start-up,
+compiling, starting the target, proxy and sidecars, calibrating, waiting for the target's queue after
+each round, switching sidecars, the metrics, the Parquet files and stopping everything included. The
+calibration's own time is the one its stored record gives. Goals: with a fresh calibration, useful
+>= 85% and calibration <= 10% of the run; with the stored capacity, useful >= 95%.
 
 The run's rbl-load is built before the timing (a first build takes a minute and is no part of a run);
 the fresh run gets a cache of its own, whose clients/ links to the built clients, so only the

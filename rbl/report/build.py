@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -44,7 +45,7 @@ class Report:
 def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None, console: Console,
                  resamples: int = 2000, seed: int = 0, include_warmup: bool = False, method: str = "auto",
                  explain: bool = False) -> Report:
-    from .figures import build_figure, write_figure       # matplotlib only when a report is made
+    from .drawing import Drawing                          # matplotlib only when a report is made
 
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
         raise UsageError(f"{run_dir} is not an rbl run directory (no plan.json and results.jsonl)",
@@ -61,30 +62,33 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     # files are written to a staging directory, then moved in: no link planted in the run directory is followed
     output = OutputDirectory(out_dir or run_dir / "report", named_by_user=out_dir is not None)
     out_dir = output.staging
-    records = cells_as_records(header, cells, metrics)
-    files = write_tables(records, out_dir)
+    # the metrics' figures and an open-loop run's per-request figures (rbl/report/overload_figures.py; none
+    # for a closed-loop run) are drawn side by side in forked workers while the rest of the report is made
+    from .overload_figures import overload_plans
+    plans = [partial(_metric_figure, header, cells, metric) for metric in metrics]
+    drawing = Drawing(overload_plans(run_dir, header, cells) + plans, out_dir)     # the longest first
+    try:
+        records = cells_as_records(header, cells, metrics)
+        files = write_tables(records, out_dir)
+        # a topology's view along its chain (rbl/report/topology_section.py); none without a topology
+        from .topology_section import topology_section
+        chain_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
+        files += chain_files
+        manifest = _manifest(run_dir / "manifest.json", console)
+        noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
+        files += noise_files
+        # the findings (what did best, by how much, above the noise?) from the cells and the check above
+        findings, findings_file = findings_section(header, cells, metrics, check, method, resamples, seed, out_dir)
+        files.append(findings_file)
+        drawn = drawing.results()
+    finally:
+        drawing.close()
+    overload, by_metric = drawn[:len(drawn) - len(plans)], drawn[len(drawn) - len(plans):]
     figures = []
-    for metric in metrics:
-        paths = write_figure(build_figure(header, cells, metric), out_dir, metric)
+    for title, paths in by_metric + overload:            # the metrics' figures first in report.html
         files += paths
-        figures.append({"title": METRIC_TITLES.get(metric, metric),
-                        "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
-    # an open-loop run's per-request figures (rbl/report/overload_figures.py); none for a closed-loop run
-    from .overload_figures import overload_section
-    overload_figures, overload_files = overload_section(run_dir, header, cells, out_dir)
-    figures += overload_figures
-    files += overload_files
-    # a topology's view along its chain (rbl/report/topology_section.py); none without a topology
-    from .topology_section import topology_section
-    chain_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
+        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
     figures += chain_figures
-    files += chain_files
-    manifest = _manifest(run_dir / "manifest.json", console)
-    noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
-    files += noise_files
-    # the findings (what did best, by how much, above the noise?) from the cells and the check above
-    findings, findings_file = findings_section(header, cells, metrics, check, method, resamples, seed, out_dir)
-    files.append(findings_file)
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
@@ -104,6 +108,12 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     return Report(output.path, files, records)
+
+
+def _metric_figure(header: dict, cells: list, metric: str):
+    """A metric's figure plan: (title, stem, figure)."""
+    from .figures import build_figure
+    return METRIC_TITLES.get(metric, metric), metric, build_figure(header, cells, metric)
 
 
 def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str], method: str, resamples: int,

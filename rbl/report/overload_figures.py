@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import base64
 import statistics
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..plan_records import LOAD_KEY
 from ..store.open_metrics import class_time_series, open_loop_metrics, success_cdf
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
-from .figures import PALETTE, MARKERS, write_figure, plt
+from .figures import PALETTE, MARKERS, subplots, write_figure
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
 
 CLASS_COLOURS = {"success": "#228833", "failed": "#EE6677", "circuit_broken": "#AA3377", "timed_out": "#CCBB44",
@@ -88,9 +91,22 @@ def varying_conditions(cells: list[Cell]) -> set[str]:
 
 
 def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Path) -> tuple[list[dict], list[Path]]:
-    """The figures (for report.html: title and PNG in base64) and their files; none without requests/."""
+    """The figures (for report.html: title and PNG in base64) and their files; none without requests/.
+    Drawn here, one after the other (the report draws overload_plans side by side: drawing.py)."""
+    figures, files = [], []
+    for make in overload_plans(run_dir, header, cells):
+        title, stem, figure = make()
+        paths = write_figure(figure, out_dir, stem)
+        files += paths
+        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+    return figures, files
+
+
+def overload_plans(run_dir: Path, header: dict, cells: list[Cell]) -> list[Callable[[], tuple[str, str, Figure]]]:
+    """Each figure's plan: a callable that builds it, (title, stem, figure), from the request
+    tables read here; none without requests/."""
     if not (run_dir / REQUESTS).is_dir():
-        return [], []
+        return []
     counted = {c.scenario["id"]: c for c in cells if c.rounds}
     table = read_requests(run_dir, list(counted))
     if table.num_rows:
@@ -100,20 +116,15 @@ def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Pa
     present = set(pc.unique(table.column("scenario")).to_pylist())
     drawn = [c for c in cells if c.scenario["id"] in counted and c.scenario["id"] in present]
     if not drawn:
-        return [], []
+        return []
     labeller = Labeller(header)
     per_cell = {c.scenario["id"]: table.filter(pc.equal(table.column("scenario"), c.scenario["id"])) for c in drawn}
-    figures, files = [], []
     varying = varying_conditions(drawn)
-    made = [*class_figures(header, drawn, per_cell, labeller, varying),
-            ("Successful response time, CDF (measured requests of the counted rounds)", "overload-cdf",
-             cdf_figure(header, drawn, per_cell, labeller, varying)),
-            metrics_figure(header, drawn, per_cell, labeller, varying)]
-    for title, stem, figure in made:
-        paths = write_figure(figure, out_dir, stem)
-        files += paths
-        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
-    return figures, files
+    args = (header, drawn, per_cell, labeller, varying)
+    return [*class_figure_plans(*args),
+            lambda: ("Successful response time, CDF (measured requests of the counted rounds)", "overload-cdf",
+                     cdf_figure(*args)),
+            lambda: metrics_figure(*args)]
 
 
 def _grid(cells: list[Cell], labeller: Labeller, varying: set[str]) -> tuple[list[str], list[str]]:
@@ -135,51 +146,64 @@ def _warmup_s(cell: Cell, table: pa.Table) -> float | None:
 
 def class_figures(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
     """(title, stem, figure) for each group of up to COLUMNS_PER_FIGURE conditions."""
+    for make in class_figure_plans(header, cells, per_cell, labeller, varying):
+        yield make()
+
+
+def class_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
+                       varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
+    """A plan per group of up to COLUMNS_PER_FIGURE conditions (each builds its figure)."""
     rows, columns = _grid(cells, labeller, varying)
     groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
-    for number, group in enumerate(groups, 1):
-        figure, grid = plt.subplots(len(rows), len(group), squeeze=False, sharex=True,
-                                    figsize=(3.6 * len(group) + 1.5, 2.3 * len(rows) + 1.0))
-        for cell in cells:
-            column = condition(cell.scenario, varying)
-            if column not in group:
-                continue
-            ax = grid[rows.index(labeller.label(cell.scenario))][group.index(column)]
-            table = per_cell[cell.scenario["id"]]
-            series = class_time_series(table, BIN_S)
-            series = series + [{**series[-1], "t": series[-1]["t"] + BIN_S}] if series else series   # close the last bin
-            times = [s["t"] for s in series]
-            ax.stackplot(times, *[[s[name] / BIN_S for s in series] for name in RESPONSE_CLASSES], step="post",
-                         colors=[CLASS_COLOURS[n] for n in RESPONSE_CLASSES],
-                         labels=[CLASS_NAMES[n] for n in RESPONSE_CLASSES], linewidth=0)
-            warmup = _warmup_s(cell, table)
-            if warmup:
-                ax.axvspan(0, warmup, facecolor="#ffffff", alpha=0.45, edgecolor="#555555", hatch="//", linewidth=0,
-                           zorder=3, label="warm-up (not measured)")      # over the stack: it is not measured
-            rounds = len(cell.rounds)
-            ax.set_title(f"{labeller.label(cell.scenario)}\n{column}" if column else labeller.label(cell.scenario),
-                         fontsize=8)
-            ax.text(0.98, 0.96, f"mean of {rounds} round{'s' if rounds != 1 else ''}", transform=ax.transAxes,
-                    fontsize=7, ha="right", va="top")
-            ax.tick_params(labelsize=7)
-            ax.grid(True, alpha=0.3)
-        for row in grid:
-            for ax in row:
-                if not ax.has_data():
-                    ax.set_axis_off()
-        for ax in grid[-1]:
-            ax.set_xlabel("scheduled send time (s)", fontsize=8)
-        for row in grid:
-            row[0].set_ylabel("requests per s", fontsize=8)
-        handles, names = next((ax.get_legend_handles_labels() for row in grid for ax in row
-                               if "warm-up (not measured)" in ax.get_legend_handles_labels()[1]),
-                              grid[0][0].get_legend_handles_labels())
-        figure.legend(handles, names, loc="upper center", ncol=6, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.96))
-        part = f" ({number} of {len(groups)})" if len(groups) > 1 else ""
-        figure.suptitle(f"{header['name']}: response classes per {BIN_S:g}-s bin of scheduled time{part}", fontsize=11)
-        figure.tight_layout(rect=(0, 0, 1, 0.92))
-        stem = "overload-classes" + (f"-{number}" if len(groups) > 1 else "")
-        yield (f"Response classes over time, mean per {BIN_S:g}-s bin over the counted rounds{part}", stem, figure)
+    return [partial(_class_figure, header, cells, per_cell, labeller, varying, rows, group, number, len(groups))
+            for number, group in enumerate(groups, 1)]
+
+
+def _class_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str],
+                  rows: list[str], group: list[str], number: int, groups: int) -> tuple[str, str, Figure]:
+    """Group `number` of `groups`: a panel per scenario, rows = configurations, columns = its conditions."""
+    figure, grid = subplots(len(rows), len(group), squeeze=False, sharex=True,
+                                figsize=(3.6 * len(group) + 1.5, 2.3 * len(rows) + 1.0))
+    for cell in cells:
+        column = condition(cell.scenario, varying)
+        if column not in group:
+            continue
+        ax = grid[rows.index(labeller.label(cell.scenario))][group.index(column)]
+        table = per_cell[cell.scenario["id"]]
+        series = class_time_series(table, BIN_S)
+        series = series + [{**series[-1], "t": series[-1]["t"] + BIN_S}] if series else series   # close the last bin
+        times = [s["t"] for s in series]
+        ax.stackplot(times, *[[s[name] / BIN_S for s in series] for name in RESPONSE_CLASSES], step="post",
+                     colors=[CLASS_COLOURS[n] for n in RESPONSE_CLASSES],
+                     labels=[CLASS_NAMES[n] for n in RESPONSE_CLASSES], linewidth=0)
+        warmup = _warmup_s(cell, table)
+        if warmup:
+            ax.axvspan(0, warmup, facecolor="#ffffff", alpha=0.45, edgecolor="#555555", hatch="//", linewidth=0,
+                       zorder=3, label="warm-up (not measured)")      # over the stack: it is not measured
+        rounds = len(cell.rounds)
+        ax.set_title(f"{labeller.label(cell.scenario)}\n{column}" if column else labeller.label(cell.scenario),
+                     fontsize=8)
+        ax.text(0.98, 0.96, f"mean of {rounds} round{'s' if rounds != 1 else ''}", transform=ax.transAxes,
+                fontsize=7, ha="right", va="top")
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    for row in grid:
+        for ax in row:
+            if not ax.has_data():
+                ax.set_axis_off()
+    for ax in grid[-1]:
+        ax.set_xlabel("scheduled send time (s)", fontsize=8)
+    for row in grid:
+        row[0].set_ylabel("requests per s", fontsize=8)
+    handles, names = next((ax.get_legend_handles_labels() for row in grid for ax in row
+                           if "warm-up (not measured)" in ax.get_legend_handles_labels()[1]),
+                          grid[0][0].get_legend_handles_labels())
+    figure.legend(handles, names, loc="upper center", ncol=6, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.96))
+    part = f" ({number} of {groups})" if groups > 1 else ""
+    figure.suptitle(f"{header['name']}: response classes per {BIN_S:g}-s bin of scheduled time{part}", fontsize=11)
+    figure.tight_layout(rect=(0, 0, 1, 0.92))
+    stem = "overload-classes" + (f"-{number}" if groups > 1 else "")
+    return (f"Response classes over time, mean per {BIN_S:g}-s bin over the counted rounds{part}", stem, figure)
 
 
 def _styles(labels: list[str]) -> dict[str, tuple[str, str]]:
@@ -189,7 +213,7 @@ def _styles(labels: list[str]) -> dict[str, tuple[str, str]]:
 def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
     rows, columns = _grid(cells, labeller, varying)
     styles = _styles(rows)
-    figure, grid = plt.subplots(1, len(columns), squeeze=False, sharex=True, sharey=True,
+    figure, grid = subplots(1, len(columns), squeeze=False, sharex=True, sharey=True,
                                 figsize=(4.0 * len(columns) + 3.0, 3.4))
     for cell in cells:
         column = condition(cell.scenario, varying)
@@ -271,7 +295,7 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
     for cell in cells:
         lines.setdefault(line_of(cell), []).append(cell)
     styles = _styles(list(lines))
-    figure, grid = plt.subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(4.2 * len(FIGURE_METRICS) + 3.0, 3.6))
+    figure, grid = subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(4.2 * len(FIGURE_METRICS) + 3.0, 3.6))
     for ax, metric in zip(grid[0], FIGURE_METRICS):
         for name, line_cells in lines.items():
             points = []

@@ -23,7 +23,7 @@ from rich.console import Console
 from ..store.hops import read_hops
 from ..topology import topology_from_record
 from .cells import Cell
-from .figures import PALETTE, plt, write_figure
+from .figures import PALETTE, subplots, write_figure
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
 
@@ -137,7 +137,7 @@ def _print(rows: list[dict], console: Console) -> None:
 def _tiers_figure(header: dict, rows: list[dict], order: list[str], labels: list[str]):
     panels = (("perEntryRequest", "requests per entry request"), ("failedShare", "share answered failed"),
               ("refusedCallsIn", "calls into it refused (UO)"), ("wastedCpuSeconds", "CPU wasted (s)"))
-    figure, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels) + 1, 3.6), squeeze=False)
+    figure, axes = subplots(1, len(panels), figsize=(3.4 * len(panels) + 1, 3.6), squeeze=False)
     width = 0.8 / max(1, len(labels))
     for ax, (key, title) in zip(axes[0], panels):
         for index, label in enumerate(labels):
@@ -160,7 +160,7 @@ def _tiers_figure(header: dict, rows: list[dict], order: list[str], labels: list
 
 
 def _series_figure(header: dict, drawn: list[tuple[str, list[dict]]], order: list[str]):
-    figure, axes = plt.subplots(len(drawn), 1, figsize=(8, 2.2 * len(drawn) + 1), squeeze=False, sharex=True)
+    figure, axes = subplots(len(drawn), 1, figsize=(8, 2.2 * len(drawn) + 1), squeeze=False, sharex=True)
     for (label, records), (ax,) in zip(drawn, axes):
         series = records[0].get("series") or []
         for index, name in enumerate(order):

@@ -1,0 +1,55 @@
+"""The report's figures drawn side by side: each figure's plan (a callable that builds it) runs in a
+worker process forked once matplotlib is imported and the report's data are read, so no worker
+imports or reads anything again, while this process goes on with the report's other sections."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+from matplotlib.figure import Figure
+
+from .figures import write_figure
+
+Plan = Callable[[], tuple[str, str, Figure]]        # () -> (title, file stem, figure)
+_PLANS: list[Plan] = []                             # what the forked workers inherit
+
+
+def _draw(index: int, out_dir: Path) -> tuple[str, list[Path]]:
+    title, stem, figure = _PLANS[index]()
+    return title, write_figure(figure, out_dir, stem)
+
+
+class Drawing:
+    """The figures being drawn; results() waits for them: (title, [PNG, SVG]) per plan, in order."""
+
+    def __init__(self, plans: list[Plan], out_dir: Path):
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: list[Future] = []
+        self._done: list[tuple[str, list[Path]]] | None = None
+        workers = min(len(plans), os.cpu_count() or 1)
+        _PLANS[:] = plans
+        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+            self._done = [_draw(index, out_dir) for index in range(len(plans))]
+            _PLANS.clear()
+            return
+        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        self._futures = [self._pool.submit(_draw, index, out_dir) for index in range(len(plans))]
+
+    def results(self) -> list[tuple[str, list[Path]]]:
+        if self._done is None:
+            try:
+                self._done = [future.result() for future in self._futures]
+            finally:
+                self.close()
+        return self._done
+
+    def close(self) -> None:
+        """Stops the workers (cancelling what has not started): after results(), or on an error."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+            _PLANS.clear()
