@@ -134,7 +134,14 @@ class Sidecar:
 
 
 def _write_json(path: Path, document: dict) -> None:
-    """Written beside and renamed into place: Envoy's watch sees one complete file."""
+    """Written beside and renamed into place: Envoy's watch sees one complete file. The partial file is
+    made new (a leftover, or a link planted in its place, is removed first and never written through)."""
     partial = path.with_name(f".{path.name}.tmp")
-    partial.write_text(json.dumps(document, indent=1), encoding="utf-8")
+    try:
+        os.unlink(partial)
+    except FileNotFoundError:
+        pass
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(json.dumps(document, indent=1))
     os.replace(partial, path)

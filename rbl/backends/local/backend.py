@@ -33,6 +33,7 @@ from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing
 from ...libraries.composition import BASELINE
 from ...plan_records import MESH_SERVICE, is_open_loop
+from ...store.run_layout import TOPOLOGY
 from ...topology import topology_from_record
 from ...runner.fault_control import FaultControl
 from ...runner.backend import Prepared, RoundFailed
@@ -115,7 +116,7 @@ class LocalBackend:
         services = LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
                                  self.proxy, header.get("target"))
         if "topology" in header:
-            services.topology = TopologyServices(topology_from_record(header["topology"]), run_dir / "topology",
+            services.topology = TopologyServices(topology_from_record(header["topology"]), run_dir / TOPOLOGY,
                                                  services.target_token, prepared.chain, envoy_binary(), services._start)
         return services
 

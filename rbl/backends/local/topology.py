@@ -27,6 +27,7 @@ from ...mesh.sidecar_config import SidecarAddresses
 from ...mesh.topology_sidecars import caller_resources
 from ...runner.fault_control import FAULT_POINT_INJECTED, FAULT_POINT_REQUESTS, FaultControl
 from ...runner.liveness import ServicesLost
+from ...store.durable import new_file, own_directory
 from ...topology import Topology
 from ..net import HOST, free_port
 from .cpu_budget import CpuBudget, budget_name, create_budget
@@ -84,7 +85,7 @@ class TopologyServices:
     def start_jobs(self) -> list[tuple[Callable, object]]:
         """(job, argument) for every sidecar and replica: the backend runs them side by side on its
         starter threads, which live as long as the services (the parent-death signal is per thread)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        own_directory(self.directory)            # never through a link planted in the run directory
         return [*((self._start_sidecar, name) for name in self.sidecars),
                 *((self._start_replica, replica) for replicas in self.replicas.values() for replica in replicas)]
 
@@ -104,7 +105,8 @@ class TopologyServices:
         if service.calls:
             config["outbound"] = f"{HOST}:{self.sidecars[service.name].addresses.listen_port}"
         path = self.directory / f"{service.name}-{replica.index}.json"
-        path.write_text(json.dumps(config), encoding="utf-8")
+        with os.fdopen(new_file(path), "w", encoding="utf-8") as out:
+            out.write(json.dumps(config))
         argv = [str(self.chain), "--listen", f"{HOST}:{replica.port}", "--config", str(path), "--token", self.token]
         env = dict(os.environ)
         described = f"{service.name} {replica.index + 1}/{service.replicas}"
