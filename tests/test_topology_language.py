@@ -194,6 +194,18 @@ def test_a_fault_placed_on_a_service_is_in_every_scenario():
     assert plan_header(by_sidecar)["fault"]["by"] == "sidecar"
 
 
+def test_a_fault_on_one_edge_names_a_caller_of_its_service():
+    one_edge = compiled(CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = productcatalog\n"
+                                                          "  fault.by = sidecar\n  fault.from = recommendation"))
+    assert plan_header(one_edge)["fault"]["from"] == "recommendation"
+    wrong = CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = recommendation\n"
+                                             "  fault.by = sidecar\n  fault.from = productcatalog")
+    assert ("E0604", 6, 16, "`productcatalog` does not call `recommendation`: no edge to inject the fault on") \
+        in errors(wrong)
+    alone = CART.replace("load.rate = 120%", "load.rate = 120%\n  fault.at = productcatalog\n  fault.from = frontend")
+    assert ("E0219", 5, 3, "`fault.from` only applies to a fault the callers' sidecars inject") in errors(alone)
+
+
 def test_who_injects_a_fault_needs_where():
     found = errors(_space("    service a { work = none() }", extra="  fault.by = sidecar\n"))
     assert found == [("E0219", 3, 3, "`fault.by` only applies to a fault placed with `fault.at`")]

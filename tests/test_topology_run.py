@@ -274,3 +274,44 @@ def test_a_fault_the_callers_sidecars_inject_is_one_their_retry_never_sees(tmp_p
         assert edge["sidecarRetries"] == 0                                      # the retry saw no 5xx
         assert back["requests"] == edge["sidecarUpstreamRequests"] < edge["calls"]   # aborted calls never left
         assert 0.35 <= front["answeredFailed"] / front["requests"] <= 0.65
+
+
+ONE_EDGE = """space one_edge {
+  users = 4
+  successes = 20
+  max_requests = 400
+  fault.rate = 50%
+  fault.at = back
+  fault.by = sidecar
+  fault.from = middle
+  topology {
+    entry = front
+    service front {
+      work = none()
+      calls back
+      calls middle
+    }
+    service middle {
+      work = none()
+      calls back
+    }
+    service back {
+      work = none()
+    }
+  }
+  client istio.baseline {}
+}
+"""
+
+
+def test_a_fault_on_one_edge_is_injected_by_that_callers_sidecar_alone(tmp_path):
+    (tmp_path / "edge.rbl").write_text(ONE_EDGE)
+    done = run_rbl("run", "edge.rbl", "-o", "run", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = read_hops(tmp_path / "run")
+    edges = {(e["caller"], e["callee"]): e for e in record["edges"]}
+    assert edges[("front", "back")]["callsFailed"] == 0
+    middle = edges[("middle", "back")]
+    assert 0.35 <= middle["callsFailed"] / middle["calls"] <= 0.65
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert all(35 <= row["faultRateApplied"] <= 65 for row in rows)       # over the middle's calls of the back

@@ -30,8 +30,10 @@ def fault_record(space: TestSpace, rate) -> dict:
     record = {"kind": space.fault.kind, "rate": native_number(rate.v)}
     if space.fault.at is not None:          # a topology's service injects them (else the proxy at its entry)
         record["at"] = space.fault.at
-        if space.fault.by != "service":     # ... or its callers' sidecars do
+        if space.fault.by != "service":     # ... or its callers' sidecars do (or one caller's)
             record["by"] = space.fault.by
+        if space.fault.caller is not None:
+            record["from"] = space.fault.caller
     if space.fault.kind == "abort":
         record["status"] = space.fault.status
     else:

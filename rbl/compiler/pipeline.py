@@ -111,7 +111,8 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
     kind = s["fault.kind"].v
     fault = Fault(kind, s["fault.status"].v if kind == "abort" else None,
                   s.get("fault.duration") if kind == "delay" else None, s["fault.rate"],
-                  s["fault.at"].v if "fault.at" in s else None, s["fault.by"].v if "fault.by" in s else "service")
+                  s["fault.at"].v if "fault.at" in s else None, s["fault.by"].v if "fault.by" in s else "service",
+                  s["fault.from"].v if "fault.from" in s else None)
     space_name = ctx.space.name.name if ctx.space.name else Path(name).stem
     return TestSpace(
         name=space_name,

@@ -69,6 +69,7 @@ class Fault:
     rates: Axis
     at: str | None = None          # a topology's service whose calls meet them; None: the proxy where the load enters
     by: str = "service"            # ... injected by that service, or by its callers' sidecars
+    caller: str | None = None      # ... by this caller's sidecar alone (one edge)
 
 
 @dataclass(frozen=True)

@@ -300,7 +300,8 @@ def _shape_problem(s: object) -> str | None:
     if not _number(s["index"], 0, INT64):
         return _invalid(s, "index")
     if not (type(fault) is dict and type(fault.get("kind")) is str
-            and fault.keys() - {"at", "by"} == _FAULT_KEYS.get(fault["kind"]) and fault.get("by", "sidecar") == "sidecar"
+            and fault.keys() - {"at", "by", "from"} == _FAULT_KEYS.get(fault["kind"])
+            and fault.get("by", "sidecar") == "sidecar" and _IDENTIFIER.fullmatch(str(fault.get("from", "_")))
             and (type(fault.get("at", "_")) is str and _IDENTIFIER.fullmatch(fault.get("at", "_")))
             and _number(fault["rate"], 0, 100, integer=False)
             and (_number(fault["status"], 200, 599) if "status" in fault else _number(fault["duration_ms"], 1, INT32))):

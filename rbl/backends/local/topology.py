@@ -70,7 +70,7 @@ class TopologyServices:
         # what the callers' sidecars hold now: the placed policies, and a fault on the calls of a service
         self.placed: dict[str, dict] = {name: {} for name in topology.names}
         self.baseline = False
-        self.sidecar_faults: dict[str, dict] = {}
+        self.sidecar_faults: dict[str, dict[str, dict]] = {}     # caller -> {callee: its fault}
 
     @property
     def entry_ports(self) -> list[int]:
@@ -141,9 +141,10 @@ class TopologyServices:
         self._apply_sidecars()
         return self.placed
 
-    def set_sidecar_fault(self, service: str | None, fault: dict | None) -> None:
-        """A fault injected into every call of `service` by its callers' sidecars (None: none)."""
-        wanted = {} if service is None else {service: fault}
+    def set_sidecar_fault(self, service: str | None, fault: dict | None, caller: str | None = None) -> None:
+        """A fault injected into the calls of `service` by its callers' sidecars, or by `caller`'s alone
+        (one edge); None: none."""
+        wanted = {} if service is None else {name: {service: fault} for name in self.callers_of(service, caller)}
         if wanted != self.sidecar_faults:
             self.sidecar_faults = wanted
             self._apply_sidecars()
@@ -151,19 +152,20 @@ class TopologyServices:
     def _apply_sidecars(self) -> None:
         for name, sidecar in self.sidecars.items():
             sidecar.apply_resources(*caller_resources(self.placed, self.endpoints(name), self.baseline,
-                                                      self.sidecar_faults))
+                                                      self.sidecar_faults.get(name)))
 
-    def callers_of(self, service: str) -> list[str]:
-        return [name for name in self.sidecars if service in self.endpoints(name)]
+    def callers_of(self, service: str, only: str | None = None) -> list[str]:
+        return [name for name in self.sidecars if service in self.endpoints(name) and only in (None, name)]
 
-    def sidecar_fault_counts(self, service: str) -> tuple[int, int, int]:
-        """(calls of `service` its callers made, aborts and delays their sidecars injected) since they started."""
+    def sidecar_fault_counts(self, service: str, caller: str | None = None) -> tuple[int, int, int]:
+        """(calls of `service` its callers (or `caller` alone) made, aborts and delays their sidecars
+        injected) since they started."""
         calls = 0
-        for name in self.callers_of(service):
+        for name in self.callers_of(service, caller):
             for replica in self.replicas[name]:
                 calls += self._stats(replica).get("calls", {}).get(service, {}).get("sent", 0)
         aborts = delays = 0
-        for name in self.callers_of(service):
+        for name in self.callers_of(service, caller):
             try:
                 injected = self.sidecars[name].faults_injected()
             except SidecarError as error:
@@ -287,6 +289,7 @@ class TopologyFaults:
         self.services = services
         self.at: str | None = None          # the service whose calls meet the fault, if not the proxy's
         self.by = "service"                 # ... injected by the service, or by its callers' sidecars
+        self.caller: str | None = None      # ... or by this caller's sidecar alone (one edge)
         self.kind = "abort"
         self.baseline = (0, 0, 0)
 
@@ -306,8 +309,9 @@ class TopologyFaults:
             self.services.set_faults(self.at, None)
         if at is not None and by == "service":
             self.services.set_faults(at, fault)
-        self.services.set_sidecar_fault(at if by == "sidecar" else None, fault)
-        self.at, self.by = at, by
+        caller = fault.get("from") if fault else None
+        self.services.set_sidecar_fault(at if by == "sidecar" else None, fault, caller)
+        self.at, self.by, self.caller = at, by, caller
         self.kind = fault["kind"] if fault else self.kind
 
     def clear(self) -> None:
@@ -316,7 +320,7 @@ class TopologyFaults:
 
     def _counts(self) -> tuple[int, int, int]:
         return self.services.fault_counts(self.at) if self.by == "service" else \
-            self.services.sidecar_fault_counts(self.at)
+            self.services.sidecar_fault_counts(self.at, self.caller)
 
     def reset_counters(self) -> None:
         self.proxy.reset_counters()

@@ -54,6 +54,9 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
     "fault.by": SettingDef(ParamType("enum", ("service", "sidecar")), None, False,
                            "who injects a fault at a service: the service itself, or its callers' sidecars in "
                            "their calls of it (Istio's VirtualService fault) [default: service]"),
+    "fault.from": SettingDef(ParamType("service"), None, False,
+                             "with `fault.by = sidecar`: the one caller whose sidecar injects it (one edge) "
+                             "[default: every caller]"),
     "fault.rate": SettingDef(
         ParamType("percent", bounds=(Bound(">=", Value("percent", Fraction(0))),
                                      Bound("<=", Value("percent", Fraction(100))))),
@@ -157,6 +160,11 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
     if kind is not None and kind.v == "delay" and "fault.status" in seen:
         ctx.diags.error("E0219", "`fault.status` only applies to abort faults", seen["fault.status"].span,
                         "delay faults keep the real status", help="remove it, or set `fault.kind = abort`")
+    by = ctx.settings.get("fault.by")
+    if "fault.from" in seen and (by is None or by.v != "sidecar"):
+        ctx.diags.error("E0219", "`fault.from` only applies to a fault the callers' sidecars inject",
+                        seen["fault.from"].span, "no `fault.by = sidecar`",
+                        help="add `fault.by = sidecar` (Envoy's fault filter in that caller's sidecar), or remove it")
     if "fault.by" in seen and "fault.at" not in seen:
         ctx.diags.error("E0219", "`fault.by` only applies to a fault placed with `fault.at`", seen["fault.by"].span,
                         "no `fault.at`", help="add `fault.at = SERVICE` (a service of the topology), or remove it")

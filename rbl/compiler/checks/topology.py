@@ -322,6 +322,24 @@ def check_placements(ctx: CheckContext) -> None:
             _no_topology(ctx, "`fault.at`", span)
         elif at.v not in topology.names:
             _unknown_service(ctx, at.v, span, topology.names)
+        else:
+            _check_fault_caller(ctx, topology, at.v)
+
+
+def _check_fault_caller(ctx: CheckContext, topology, at: str) -> None:
+    caller = ctx.settings.get("fault.from")
+    if caller is None:
+        return
+    span = next(item.value.span for item in ctx.space.body
+                if isinstance(item, (ast.Bind, ast.Axis)) and item.key.dotted == "fault.from")
+    if caller.v not in topology.names:
+        _unknown_service(ctx, caller.v, span, topology.names)
+    elif at not in [step.service for step in topology.service(caller.v).calls]:
+        callers = [s.name for s in topology.services if at in [step.service for step in s.calls]]
+        ctx.diags.error("E0604", f"`{caller.v}` does not call `{at}`: no edge to inject the fault on", span,
+                        "not a caller of fault.at",
+                        help=f"the services that call `{at}` are {', '.join(f'`{c}`' for c in callers)}"
+                             if callers else f"no service calls `{at}`: it is the entry, where the proxy injects")
 
 
 def _no_topology(ctx: CheckContext, what: str, span: Span | None) -> None:
