@@ -269,7 +269,7 @@ def main() -> int:
     parser.add_argument("--gc", action="store_true",
                         help=f"also rbl-load at {LAG_GOAL_RATE}/s under each garbage-collector setting")
     parser.add_argument("--loadgen", action="append", default=[], metavar="NAME=PATH",
-                        help="another rbl-load build to compare (repeatable); rbl-load itself is built as rbl builds it")
+                        help="another rbl-load build to compare (repeatable); rbl's own is built as rbl builds it")
     args = parser.parse_args()
     rates = [int(rate) for rate in args.rates.split(",")]
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").is_file() else None)

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from ..plan_records import LOAD_KEY, load_of
 from ..store.open_metrics import open_loop_metrics
 from .capacity_cache import read_record, write_record
-from .load_generator import LoadFailed, LoadRun, classify
+from .load_generator import LoadRun, classify
 
 START_RPS = 25
 MAX_RPS = 20_000
