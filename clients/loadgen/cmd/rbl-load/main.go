@@ -40,8 +40,9 @@ const (
 	// Each request allocates ~6 KB in vegeta and net/http on a live heap of a few MB, so the
 	// default collected ~10 times a second at 4,000 req/s, each with stop-the-world pauses of up
 	// to 2-4 ms on a busy machine that landed in the lag's tail; 400 collects 6x less often, for
-	// ~30 MB of memory and ~10% less CPU; no collection at all (GOGC=off under a memory limit)
-	// measured no better (bench/loadgen_peers.py --gc; docs/benchmarks.md). GOGC, when set, wins.
+	// ~30 MB of memory and a little less CPU; no collection at all (GOGC=off under a memory limit)
+	// shortened the tail further in some runs, not all, for more CPU and a heap grown to its limit
+	// (bench/loadgen_peers.py --gc; docs/benchmarks.md). GOGC, when set, wins.
 	gcPercent = 400
 )
 
