@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..errors import EXIT_INTERNAL, RblError
+from ..store.durable import new_file
 from .sidecar_config import (CLUSTER_NAME, ROUTE_NAME, STAT_PREFIX, SidecarAddresses, cluster, cluster_for,
                              discovery_response, route_configuration, route_configuration_of, route_for,
                              sidecar_bootstrap)
@@ -137,11 +138,6 @@ def _write_json(path: Path, document: dict) -> None:
     """Written beside and renamed into place: Envoy's watch sees one complete file. The partial file is
     made new (a leftover, or a link planted in its place, is removed first and never written through)."""
     partial = path.with_name(f".{path.name}.tmp")
-    try:
-        os.unlink(partial)
-    except FileNotFoundError:
-        pass
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+    with os.fdopen(new_file(partial), "w", encoding="utf-8") as out:    # no fsync: Envoy reads it at once
         out.write(json.dumps(document, indent=1))
     os.replace(partial, path)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import UsageError
-from ..store.durable import fsync_directory, new_file, open_own
+from ..store.durable import fsync_directory, open_own, write_atomically
 from ..store.run_reader import parse_json
 
 CACHE_LIMIT = 4 << 20            # bytes; a record is about 1 KB
@@ -81,16 +81,7 @@ def write_record(key: str, record: dict, max_rps: float, say: Say) -> Path:
     with _locked(path):
         records = _read_records(path, say)
         records[key] = record
-        temporary = path.with_name(path.name + ".tmp")
-        try:
-            with os.fdopen(new_file(temporary), "w", encoding="utf-8") as out:
-                json.dump(records, out, indent=1, allow_nan=False)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+        write_atomically(path, json.dumps(records, indent=1, allow_nan=False))
         fsync_directory(path.parent)
     return path
 
