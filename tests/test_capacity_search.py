@@ -52,9 +52,22 @@ def test_a_failing_steps_served_rate_saves_bisections():
     assert found_without <= 130
 
 
-def test_a_target_that_fails_the_first_step_has_no_capacity():
-    measure, asked = stand_in(10, 1.2)
-    assert search(measure)[0] == 0 and asked == [capacity.START_RPS]
+@pytest.mark.parametrize("true_capacity", [6, 11, 19, 24])
+@pytest.mark.parametrize("served_factor", [1.03, 1.3, None])
+def test_a_target_that_fails_the_first_step_is_searched_below_it(true_capacity, served_factor):
+    measure, asked = stand_in(true_capacity, served_factor)
+    found, steps = search(measure)
+    assert asked[0] == capacity.START_RPS and not steps[0]["passed"]
+    assert all(rps >= capacity.MIN_RPS for rps in asked)
+    bisections = len(steps) - next(i for i, step in enumerate(steps) if step["passed"]) - 1
+    assert 0 < found <= true_capacity
+    assert true_capacity <= found * (1 + PRECISION) or bisections == capacity.MAX_BISECTIONS
+
+
+def test_a_target_too_slow_for_the_lowest_step_has_no_capacity():
+    measure, asked = stand_in(capacity.MIN_RPS * 0.9, None)
+    assert search(measure)[0] == 0
+    assert asked == [25, 12.5, 6.25, capacity.MIN_RPS]        # halved, MIN_RPS the last step
 
 
 def test_steps_last_what_their_statistics_need():

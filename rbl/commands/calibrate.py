@@ -28,8 +28,8 @@ def calibrate(spec: Path = SpecArg,
     from ..backends.local.backend import LocalBackend, LocalOptions
     from ..compiler.plan import plan_header
     from ..compiler.expand import iter_scenarios
-    from ..runner.capacity import (calibrate as measure, calibration_header, slo_of, store_capacity, stored_capacity,
-                                   target_key)
+    from ..runner.capacity import (MIN_RPS, calibrate as measure, calibration_header, slo_of, store_capacity,
+                                   stored_capacity, target_key)
     console = Console(stderr=True)
     space = compile_spec(spec).space
     header = plan_header(space)
@@ -53,7 +53,7 @@ def calibrate(spec: Path = SpecArg,
             record = measure(prepared.loadgen, services.target_url(header["target"]["path"]), slo_ms,
                              Path(work) / "steps", say=say)
     if record["capacity_rps"] <= 0:
-        raise RblError(f"the target did not serve even the first step with p95 under {slo_ms:g} ms",
+        raise RblError(f"the target did not serve even {MIN_RPS} req/s with p95 under {slo_ms:g} ms",
                        hint="give it more CPU (target.cpus) or less work per request")
     path = store_capacity(key, record, say)
     typer.echo(f"{record['capacity_rps']:g}")

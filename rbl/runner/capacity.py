@@ -2,7 +2,8 @@
 requests whose p95 response time stays under a bound (100 ms unless said otherwise), measured with
 the open-loop load generator through the fault proxy (no fault) on this machine.
 
-Search: constant-rate steps, doubling from START_RPS until a step fails, then halving the gap
+Search: constant-rate steps, doubling from START_RPS until a step fails (or, when the first fails,
+going down until one passes, to MIN_RPS at least), then halving the gap
 between the last passing and the first failing rate until it is under PRECISION of the passing rate
 (at most MAX_BISECTIONS times). A step passes when at least MIN_SUCCESS_SHARE of its measured
 requests succeeded and their p95 is under the bound. A failing step's successful answers per second
@@ -44,6 +45,7 @@ from .capacity_cache import read_record, write_record
 from .load_generator import LoadRun, classify
 
 START_RPS = 25
+MIN_RPS = 5                 # below this a step lasts 10 s or more: the target is too slow to calibrate
 MAX_RPS = 20_000
 PRECISION = 0.05            # the search stops when the gap is under this share of the passing rate
 MAX_BISECTIONS = 4
@@ -173,13 +175,24 @@ def search(measure: Callable[[float], dict]) -> tuple[float, list[dict]]:
 
     good, bad, served = 0.0, None, None
     rps = float(START_RPS)
-    while rps <= MAX_RPS:
-        if not passes(rps):
-            served = steps[-1]["servedRps"]
-            # nothing above what an overloaded target answered can pass
-            bad = served if served is not None and good < served < rps else rps
+    while MIN_RPS <= rps <= MAX_RPS:
+        if passes(rps):
+            good = rps
+            if bad is not None:                 # came down to it: bisect above it
+                break
+            rps *= 2
+            continue
+        served = steps[-1]["servedRps"]
+        # nothing above what an overloaded target answered can pass
+        bad = served if served is not None and good < served < rps else rps
+        if good > 0:
             break
-        good, rps = rps, rps * 2
+        # the first step failed (a slow target, or a busy machine): go down, just under what it
+        # served when that is known, else by halves, to MIN_RPS at least, rather than give up
+        if rps <= MIN_RPS:
+            break
+        rps = max(MIN_RPS, bad / (1 + PRECISION) if bad < rps else rps / 2)
+        served = None
     for _ in range(MAX_BISECTIONS):
         if bad is None or good <= 0 or bad - good <= PRECISION * good * (1 + 1e-9):     # (float rounding)
             break
@@ -274,7 +287,7 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
     services.fault.apply({"kind": "abort", "rate": 0, "status": 503})
     record = calibrate(binary, services.target_url(header["target"]["path"]), slo_ms, work, say)
     if record["capacity_rps"] <= 0:
-        raise CapacityError(f"the target did not serve {START_RPS} req/s with p95 under {slo_ms:g} ms")
+        raise CapacityError(f"the target did not serve {MIN_RPS} req/s with p95 under {slo_ms:g} ms")
     path = store_capacity(key, record, say)
     say(f"target capacity: {record['capacity_rps']:g} req/s (stored in {path})")
     return record
