@@ -145,6 +145,30 @@ def _service_record(service: ServiceDef) -> dict:
     return record
 
 
+def kubernetes_service(service: str) -> str:
+    """A service's Kubernetes Service name (and its containers' names): lower case, `_` as `-` (a DNS
+    label, which the compile targets check)."""
+    return service.lower().replace("_", "-")
+
+
+def chain_config(service: ServiceDef, replica: int, outbound: str | None) -> dict:
+    """What one replica's rbl-chain reads (services/chain, --config): its work and calls, and the
+    address of its sidecar's outbound listener (`outbound`, HOST:PORT), which a service that calls
+    others needs."""
+    work = service.work
+    if work.kind == "factorial":
+        what = {"kind": "factorial", "n": work.amount}
+    elif work.kind == "sleep":
+        what = {"kind": "sleep", "ms": work.amount / 1000}
+    else:
+        what = {"kind": "none"}
+    config = {"service": service.name, "replica": replica, "work": what,
+              "calls": [{"service": c.service, "times": c.times, "parallel": c.parallel} for c in service.calls]}
+    if service.calls:
+        config["outbound"] = outbound
+    return config
+
+
 def topology_from_record(record: dict) -> Topology:
     """A plan's topology record back as a Topology (the runner's and the reports' view)."""
     services = []

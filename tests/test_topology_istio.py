@@ -110,19 +110,20 @@ def test_the_index_names_each_services_kubernetes_name(compiled):
     assert "product-catalog" in (compiled / "istio" / "README.md").read_text()
 
 
-def test_services_whose_kubernetes_names_collide_are_refused(tmp_path):
+@pytest.mark.parametrize("target", ["istio", "compose"])
+def test_services_whose_kubernetes_names_collide_are_refused(tmp_path, target):
     from typer.testing import CliRunner
     spec = SPEC.replace("    service recommendation {", "    service Recommendation {\n      work = none()\n    }\n"
                         "    service recommendation {")
     (tmp_path / "cart.rbl").write_text(spec)
-    done = CliRunner().invoke(app, ["compile", str(tmp_path / "cart.rbl"), "--target", "istio", "-o",
+    done = CliRunner().invoke(app, ["compile", str(tmp_path / "cart.rbl"), "--target", target, "-o",
                                     str(tmp_path / "out")])
     assert done.exit_code == 2 and "no Kubernetes name of its own ('recommendation')" in done.output
+    assert f"--target {target} names each service's" in done.output
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("arguments, message", [
-    ((), "--target compose cannot deploy a topology yet"),
     (("--target", "kubernetes"), "--target kubernetes cannot deploy a topology yet"),
     (("--target", "istio", "--service", "cart"), "--service names the one target of a space without a topology"),
 ])

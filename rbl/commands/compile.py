@@ -78,11 +78,14 @@ def compile_(spec: Path = SpecArg,
             write_scenarios(space, fmt, sys.stdout)
         return
     header = plan_header(space)
-    if space.topology is not None and target != "istio":
-        raise UsageError(f"--target {target} cannot deploy a topology yet: its services and their sidecars run on "
+    if space.topology is not None and target == "kubernetes":
+        raise UsageError("--target kubernetes cannot deploy a topology yet: its services and their sidecars run on "
                          "the local backend (`rbl run`)",
-                         hint="`rbl compile --target istio -o DIR` writes the topology's policies for a real mesh; "
-                              "`-o -` prints the plan")
+                         hint="`rbl compile --target istio -o DIR` writes the topology's policies for a real mesh, "
+                              "`--target compose` its services and sidecars as containers; `-o -` prints the plan")
+    if space.topology is not None and target == "compose":
+        from ..targets.istio import check_service_names
+        check_service_names(space.topology, "--target compose names each service's containers after it")
     if space.topology is not None and service is not None:
         raise UsageError("--service names the one target of a space without a topology; a topology's rules are "
                          "named after its services", hint="leave out --service")

@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..yaml_text import comment_text, yaml_quote
 from ..libraries.composition import BASELINE, policies_of
 from ..libraries.istio import placed_policies
+from ..topology import kubernetes_service
 
 ISTIO_DIR = "istio"
 INDEX_FILE = f"{ISTIO_DIR}/index.json"
@@ -180,11 +181,6 @@ def _resources(host: str, rule: dict, route: dict, metadata: dict) -> list[str]:
     return [*_yaml(destination_rule, 0), "---", *_yaml(virtual_service, 0)]
 
 
-def kubernetes_service(service: str) -> str:
-    """A topology service's Kubernetes Service name: lower case, `_` as `-` (a DNS label)."""
-    return service.lower().replace("_", "-")
-
-
 def render_configuration(header: dict, label: str, pattern: str, index: int, count: int, config: dict,
                          options: MeshOptions) -> str:
     """The file of one configuration: a DestinationRule and a VirtualService (for each service of the
@@ -226,6 +222,16 @@ def mesh_clients(space) -> list:
     return [client for client in space.clients if client.library.name == LIBRARY]
 
 
+def check_service_names(topology, why: str) -> None:
+    """Refuse a topology whose services have no Kubernetes name of their own (`why`: who needs one)."""
+    hosts = [kubernetes_service(name) for name in topology.names]
+    for name, host in zip(topology.names, hosts):
+        if not _DNS_LABEL.fullmatch(host) or hosts.count(host) > 1:
+            raise UsageError(f"service {name!r} has no Kubernetes name of its own ({host!r}): {why}",
+                             hint="name services with letters, digits and `_` (written `-`), at most 63 "
+                                  "characters, and no two alike but for case")
+
+
 def check_plan(space) -> None:
     """Refuse, before anything is written, a plan this target has nothing (or too much) to write for."""
     clients = mesh_clients(space)
@@ -235,13 +241,7 @@ def check_plan(space) -> None:
                          hint="add one, e.g. `client istio.retry { attempts in [1, 3] }`, or compile for "
                               "--target compose or kubernetes")
     if space.topology is not None:
-        hosts = [kubernetes_service(name) for name in space.topology.names]
-        for name, host in zip(space.topology.names, hosts):
-            if not _DNS_LABEL.fullmatch(host) or hosts.count(host) > 1:
-                raise UsageError(f"service {name!r} has no Kubernetes name of its own ({host!r}): --target istio "
-                                 "names each service's rules after it",
-                                 hint="name services with letters, digits and `_` (written `-`), at most 63 "
-                                      "characters, and no two alike but for case")
+        check_service_names(space.topology, "--target istio names each service's rules after it")
     total = sum(client.configurations for client in clients)
     if total > MAX_FILES:
         raise UsageError(f"the plan's {LIBRARY} clients have {total:,} configurations; --target istio writes "

@@ -28,7 +28,7 @@ from ...mesh.topology_sidecars import caller_resources
 from ...runner.fault_control import FAULT_POINT_INJECTED, FAULT_POINT_REQUESTS, FaultControl
 from ...runner.liveness import ServicesLost
 from ...store.durable import new_file, own_directory
-from ...topology import Topology
+from ...topology import Topology, chain_config
 from ..net import HOST, free_port
 from .cpu_budget import CpuBudget, budget_name, create_budget
 from .processes import Service
@@ -100,10 +100,8 @@ class TopologyServices:
 
     def _start_replica(self, replica: Replica) -> None:
         service = self.topology.service(replica.service)
-        config = {"service": service.name, "replica": replica.index, "work": _work(service.work),
-                  "calls": [{"service": c.service, "times": c.times, "parallel": c.parallel} for c in service.calls]}
-        if service.calls:
-            config["outbound"] = f"{HOST}:{self.sidecars[service.name].addresses.listen_port}"
+        outbound = f"{HOST}:{self.sidecars[service.name].addresses.listen_port}" if service.calls else None
+        config = chain_config(service, replica.index, outbound)
         path = self.directory / f"{service.name}-{replica.index}.json"
         with os.fdopen(new_file(path), "w", encoding="utf-8") as out:
             out.write(json.dumps(config))
@@ -334,11 +332,3 @@ class TopologyFaults:
             counters[FAULT_POINT_REQUESTS] = requests
             counters[FAULT_POINT_INJECTED] = aborts if self.kind == "abort" else delays
         return counters
-
-
-def _work(work) -> dict:
-    if work.kind == "factorial":
-        return {"kind": "factorial", "n": work.amount}
-    if work.kind == "sleep":
-        return {"kind": "sleep", "ms": work.amount / 1000}
-    return {"kind": "none"}

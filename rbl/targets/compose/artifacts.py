@@ -1,12 +1,13 @@
 """Everything `rbl compile -o DIR` writes besides the plan: the compose file, the Envoy config of
-the target container, each mesh client's sidecar files, and the docker build context the compose
-file references."""
+the target container, each mesh client's sidecar files, a topology's replica configurations and
+sidecar files, and the docker build context the compose file references."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .deployment import CLIENT_SOURCES, COMPOSE_LAYOUT, Deployment, Layout, built_image_names, deployment_for
+from .deployment import (CLIENT_SOURCES, COMPOSE_LAYOUT, SIDECAR_ADMIN_PORT, SIDECAR_DIR_IN_CONTAINER, SIDECAR_PORT,
+                         Deployment, Layout, built_image_names, deployment_for)
 from ..envoy import EnvoyAddresses, render_envoy_config
 from .images import ImageChoice, parse_image_overrides
 from ..output_dir import write_file
@@ -14,6 +15,8 @@ from ..packaging import copy_client_sources, copy_rbl_package
 from .compose import BUILD_CONTEXT, COMPOSE_FILE, build_context_files, render_compose
 from .sidecars import sidecar_files
 from .target_replicas import PROXY_ROLE, replica_upstreams
+from .topology_services import entry_upstreams, topology_files
+from ...topology import topology_from_record
 
 ENVOY_FILE = "envoy/envoy.yaml"
 
@@ -29,7 +32,12 @@ def envoy_addresses(layout: Layout, replicas: int = 0) -> EnvoyAddresses:
                           upstream_port=port, bind_host=layout.bind_host, more_upstreams=tuple(more))
 
 
-def proxy_envoy_addresses(deployment: Deployment) -> EnvoyAddresses:
+def proxy_envoy_addresses(deployment: Deployment, header: dict | None = None) -> EnvoyAddresses:
+    if header is not None and header.get("topology"):
+        (host, port), *more = entry_upstreams(topology_from_record(header["topology"]))
+        layout = deployment.layout
+        return EnvoyAddresses(listen_port=layout.proxy_port, admin_port=layout.admin_port, upstream_host=host,
+                              upstream_port=port, bind_host=layout.bind_host, more_upstreams=tuple(more))
     split = any(s.role == PROXY_ROLE for s in deployment.services)
     replicas = sum(s.role == "target" for s in deployment.services) if split else 0
     return envoy_addresses(deployment.layout, replicas)
@@ -47,9 +55,12 @@ def plan_deployment(header: dict, image_overrides: list[str],
 
 def write_artifacts(header: dict, out_dir: Path, deployment: Deployment, images: ImageChoice) -> list[Path]:
     texts = {COMPOSE_FILE: render_compose(header, deployment),
-             ENVOY_FILE: render_envoy_config(proxy_envoy_addresses(deployment), node_id=deployment.project,
+             ENVOY_FILE: render_envoy_config(proxy_envoy_addresses(deployment, header), node_id=deployment.project,
                                              fault=header["fault"]),
              **sidecar_files(deployment)}
+    if header.get("topology"):
+        texts.update(topology_files(header, SIDECAR_DIR_IN_CONTAINER, SIDECAR_PORT, SIDECAR_ADMIN_PORT,
+                                    deployment.project))
     for name, text in build_context_files(deployment, images).items():
         texts[f"{BUILD_CONTEXT}/{name}"] = text
     written = []

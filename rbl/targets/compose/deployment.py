@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from ...compiler.plan import axis_largest
 from ...clients.protocol import max_jobs_arguments
 from ...plan_records import MESH_SERVICE
-from .target_replicas import PROXY_ROLE, has_resources, split_target
+from .target_replicas import PROXY_ROLE, PROXY_SERVICE, has_resources, split_target
+from .topology_services import CHAIN_DOCKERFILE, CHAIN_IMAGE, SERVICE_SIDECAR_ROLE, topology_deployment
 from .images import ImageChoice
 
 PROXY_PORT = 9211       # the fault proxy's data port (the paper's `server:9211`)
@@ -77,7 +78,7 @@ CLIENT_RECIPES = {
 }
 # client kinds whose sources the build context carries (clients/<kind>, shipped as rbl.clients)
 CLIENT_SOURCES = {"client-resilience4j.Dockerfile": "resilience4j", "client-node.Dockerfile": "node",
-                  "client-go.Dockerfile": "go"}
+                  "client-go.Dockerfile": "go", CHAIN_DOCKERFILE: "chain"}
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class Build:
 @dataclass(frozen=True)
 class Service:
     name: str
-    role: str                          # target | client | sidecar
+    role: str                          # target | proxy | client | sidecar | service | service-sidecar
     image: str
     build: Build | None                # None: a prebuilt image (the user's, or one rbl cannot build)
     command: tuple[str, ...]
@@ -197,7 +198,7 @@ def client_image_name(kind: str) -> str:
 
 
 def built_image_names(header: dict) -> list[str]:
-    names = ["target"]
+    names = ["target", CHAIN_IMAGE] if header.get("topology") else ["target"]
     for _, kind in client_libraries(header):
         name = client_image_name(kind)
         if name not in names:
@@ -208,10 +209,20 @@ def built_image_names(header: dict) -> list[str]:
 def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_LAYOUT) -> Deployment:
     target = _target_service(images, layout)
     resources = header.get("target") or {}
-    # target.cpus/replicas: httpbin replicas in containers of their own, the proxy in its own
-    services = split_target(target, layout, resources) if has_resources(resources) else [target]
-    proxy = services[-1].name
     dockerfiles = [] if images.is_prebuilt("target") else ["target.Dockerfile"]
+    if header.get("topology"):
+        if layout.host_network:
+            raise ValueError("a topology's containers each need a network namespace of their own")
+        # the topology's replicas and their sidecars, the proxy alone in front of the entry
+        services = topology_deployment(target, header, images, SIDECAR_PORT, SIDECAR_ADMIN_PORT,
+                                       SIDECAR_DIR_IN_CONTAINER, PROXY_SERVICE, PROXY_ROLE)
+        dockerfiles += [] if images.is_prebuilt(CHAIN_IMAGE) else [CHAIN_DOCKERFILE]
+    elif has_resources(resources):
+        # target.cpus/replicas: httpbin replicas in containers of their own, the proxy in its own
+        services = split_target(target, layout, resources)
+    else:
+        services = [target]
+    proxy = services[-1].name
     warnings = []
     max_users = axis_largest(header["users"])
     for index, (library, kind) in enumerate(client_libraries(header)):
@@ -227,6 +238,7 @@ def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_L
             dockerfiles.append(service.build.dockerfile)
         if service.note:
             warnings.append(service.note)
+    warnings += list(dict.fromkeys(s.note for s in services if s.role == SERVICE_SIDECAR_ROLE and s.note))
     needs_rbl_source = any(s.build and s.build.dockerfile in ("target.Dockerfile", "client-python.Dockerfile",
                                                               "client-mesh.Dockerfile") for s in services)
     return Deployment(project_name(header["name"]), tuple(services), tuple(dockerfiles),

@@ -3,6 +3,8 @@
 // calls through its sidecar, and an answer that says where a failure started.
 //
 // Run: rbl-chain --listen 127.0.0.1:PORT --config FILE --token TOKEN [--any-address]
+// Check: rbl-chain --health http://HOST:PORT/rbl/stats --token TOKEN (a container's health check:
+// exit 0 when the replica answers its stats, 1 otherwise).
 // It prints `ready` on stdout once listening and exits 0 on SIGTERM or SIGINT; a bad flag or
 // configuration is one line on stderr and exit 2.
 package main
@@ -32,8 +34,12 @@ func main() {
 	configFile := flags.String("config", "", "the service's configuration (JSON)")
 	token := flags.String("token", "", "the run's token, sent back on every response in "+service.TargetHeader)
 	anyAddress := flags.Bool("any-address", false, "allow --listen on an address that is not loopback (a container)")
+	health := flags.String("health", "", "check URL (with the token) instead of serving: exit 0 when it answers 200")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
+	}
+	if *health != "" {
+		os.Exit(checkHealth(*health, *token))
 	}
 	fail := func(message string) {
 		fmt.Fprintln(os.Stderr, "rbl-chain: "+message)
@@ -83,6 +89,25 @@ func main() {
 	}
 	server.Close()
 	replica.Close()
+}
+
+// checkHealth is a container's health check: 0 when url answers 200 to a request with the token.
+func checkHealth(url, token string) int {
+	request, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 1
+	}
+	request.Header.Set(service.TargetHeader, token)
+	checker := http.Client{Timeout: 2 * time.Second}
+	response, err := checker.Do(request)
+	if err != nil {
+		return 1
+	}
+	response.Body.Close()
+	if response.StatusCode != http.StatusOK {
+		return 1
+	}
+	return 0
 }
 
 // checkToken refuses a token that cannot travel as a header value: visible ASCII, no space.
