@@ -87,6 +87,16 @@ class NoiseAssertion:
     span: Span | None = field(default=None, compare=False)
 
 
+def space_size(faults: int, users: int, loads: int | None, clients: list[tuple[str, int]]) -> tuple[int, str]:
+    """Equation 1, |F| x |U| x sum_i |CONF_i|, in closed form, and its breakdown (`|F| 5 x |U| 3 x
+    (polly.retry 3 + ...) = 90`); an open-loop load's axes (`loads`, None for closed loop) multiply it
+    as one more dimension, |L|. The one formula the size assertion, `rbl check` and `rbl plan` use."""
+    size = faults * users * (loads or 1) * sum(n for _, n in clients)
+    terms = " + ".join(f"{label} {n}" for label, n in clients)
+    dimension = f" x |L| {loads}" if loads is not None else ""
+    return size, f"|F| {faults} x |U| {users}{dimension} x ({terms}) = {size}"
+
+
 @dataclass(frozen=True)
 class TestSpace:
     name: str
@@ -116,9 +126,7 @@ class TestSpace:
 
     @property
     def size(self) -> int:
-        """Equation 1: |F| x |U| x sum_i |CONF_i|, in closed form; an open-loop load's axes
-        multiply it as one more dimension, |L|."""
-        return len(self.fault.rates) * len(self.users) * self.loads * sum(c.configurations for c in self.clients)
+        return space_size(len(self.fault.rates), len(self.users), self._loads_or_none(), self._configurations())[0]
 
     @property
     def runs(self) -> int:
@@ -126,6 +134,10 @@ class TestSpace:
 
     def breakdown(self) -> str:
         """`|F| 5 x |U| 3 x (polly.retry 3 + ...) = 90`, the factor breakdown shown everywhere."""
-        clients = " + ".join(f"{c.label} {c.configurations}" for c in self.clients)
-        loads = f" x |L| {self.loads}" if self.workload is not None else ""
-        return (f"|F| {len(self.fault.rates)} x |U| {len(self.users)}{loads} x ({clients}) = {self.size}")
+        return space_size(len(self.fault.rates), len(self.users), self._loads_or_none(), self._configurations())[1]
+
+    def _loads_or_none(self) -> int | None:
+        return self.workload.size if self.workload is not None else None
+
+    def _configurations(self) -> list[tuple[str, int]]:
+        return [(c.label, c.configurations) for c in self.clients]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...lang import ast
 from ...lang.fastparse import LazyNodes
-from ..space import NoiseAssertion, SizeAssertion
+from ..space import NoiseAssertion, SizeAssertion, space_size
 from ...lang.types import COMPARATORS
 from ...lang.units import MAX_MAGNITUDE
 from .context import CheckContext
@@ -49,10 +49,8 @@ def size_and_breakdown(ctx: CheckContext) -> tuple[int, str] | None:
     rates, users = ctx.settings.get("fault.rate"), ctx.settings.get("users")
     if rates is None or users is None or not ctx.clients:
         return None
-    configurations = [c.configurations for c in ctx.clients]
-    size = len(rates) * len(users) * sum(configurations)
-    terms = " + ".join(f"{c.label} {n}" for c, n in zip(ctx.clients, configurations))
-    return size, f"|F| {len(rates)} x |U| {len(users)} x ({terms}) = {size}"
+    loads = ctx.workload.size if ctx.workload is not None else None
+    return space_size(len(rates), len(users), loads, [(c.label, c.configurations) for c in ctx.clients])
 
 
 def check_assertions(ctx: CheckContext) -> None:
