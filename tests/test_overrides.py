@@ -63,6 +63,56 @@ def test_set_overrides_space_settings_and_client_parameters(setting, check):
     assert check(result.space)
 
 
+COMPOSED = """space composed {
+  users = 2
+  client failsafe.retry + circuit_breaker as static_retry {
+    retry.maxAttempts = 3
+  }
+  client istio.retry + circuit_breaker {
+    retry.attempts = 2
+    circuit_breaker.http2MaxRequests = 4
+  }
+  client istio.retry {
+    attempts = 1
+  }
+}
+"""
+
+
+def _param(space, label: str, name: str) -> list:
+    client = next(c for c in space.clients if c.label == label)
+    return [v.v for v in next(p for p in client.params if p.name == name).values]
+
+
+@pytest.mark.parametrize("setting, label, name, values", [
+    # a composed client's pattern parameter, by its label or by library.pattern
+    ("static_retry.retry.maxAttempts in [2, 4]", "static_retry", "retry.maxAttempts", [2, 4]),
+    ("static_retry.circuit_breaker.failureThreshold = 7", "static_retry", "circuit_breaker.failureThreshold", [7]),
+    ("istio.circuit_breaker.http2MaxRequests in [1, 20]", "istio.retry+circuit_breaker",
+     "circuit_breaker.http2MaxRequests", [1, 20]),
+])
+def test_set_reaches_a_composed_client_s_parameters(setting, label, name, values):
+    result = compiled(COMPOSED, sets=[setting])
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert _param(result.space, label, name) == values
+
+
+def test_library_pattern_names_every_client_with_that_pattern_composed_or_not():
+    result = compiled(COMPOSED, sets=["istio.retry.attempts in [3, 5]"])
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert _param(result.space, "istio.retry+circuit_breaker", "retry.attempts") == [3, 5]
+    assert _param(result.space, "istio.retry", "attempts") == [3, 5]
+    assert _param(result.space, "static_retry", "retry.maxAttempts") == [3]     # another library
+
+
+def test_an_unknown_key_s_help_is_whole_and_suggests_the_closest_parameter():
+    result = compiled(COMPOSED, sets=["static_retry.retyr.maxAttempts = 2"])
+    (error,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert error.code == "E0209" and error.help.startswith("did you mean `static_retry.retry.maxAttempts`?")
+    assert "more characters" not in error.help and error.help.endswith("load.*")
+    assert "LABEL.pattern.param in a composed client" in error.help
+
+
 def test_users_accepts_a_comma_list_and_a_range():
     assert [u.v for u in quickstart(users="1, 5").space.users] == [1, 5]
     assert [u.v for u in quickstart(users="2..4").space.users] == [2, 3, 4]
@@ -141,3 +191,14 @@ def test_recorded_overrides_stay_valid_plan_strings(cli, tmp_path):
     jsonschema.validate(plan, schema)
     assert plan["source"]["overrides"][0] == "--set successes\\t= 3"
     assert len(plan["source"]["overrides"][1]) <= 4000
+
+
+def test_the_longest_parameter_list_in_the_catalogue_is_given_whole():
+    """A composed client of every resilience4j pattern has the catalogue's longest parameter list: an
+    unknown parameter's help lists all of it, not cut mid-list."""
+    spec = ("space whole {\n  client resilience4j.retry + circuit_breaker + timeout + bulkhead + rate_limiter + "
+            "fallback {\n    retry.bogus = 1\n  }\n}\n")
+    result = compile_source(spec, "whole.rbl")
+    (error,) = [d for d in result.diagnostics if d.code == "E0206"]
+    assert "more characters" not in error.help and error.help.rstrip().endswith(tuple("abcdefghijklmnopqrstuvwxyz"))
+    assert len(error.help) > 800 and error.help.endswith("rate_limiter.timeoutDuration")

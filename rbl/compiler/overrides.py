@@ -3,7 +3,8 @@ statements parsed like the spec's own and put in place of the spec's statements 
 so an override is type-checked, and located in its option, exactly as the spec's text would be.
 
 A key that names a space setting replaces that setting; `LABEL.param` (a client's `as` label, or
-`library.pattern` for every such client) replaces or adds a parameter of the client.
+`library.pattern` for every such client) replaces or adds a parameter of the client, and
+`LABEL.pattern.param` (or `library.pattern.param`) a parameter of a composed client's pattern.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..lang import ast
-from ..lang.diagnostics import Diagnostics
+from ..lang.diagnostics import Diagnostics, clip
 from ..lang.fastparse import LazyNodes
 from ..lang.frontend import parse_program
 from ..lang.source import SourceFile, Span
+from ..lang.types import suggest
 
+MAX_LISTED = 8             # client labels a help text lists
+MAX_SUGGESTED = 1000       # clients whose parameters a suggestion is looked for among
 _WRAP = "space{"           # an override is parsed as the body of a one-line space block
 
 
@@ -126,28 +130,25 @@ def apply_overrides(program: ast.Program, overrides: list[Override], diags: Diag
         if statement is None:
             continue
         key = statement.key
-        if key.dotted in space_settings or len(key.parts) < 3 and not _clients_named(body, key):
+        targets = _clients_named(body, key)
+        if key.dotted in space_settings or len(key.parts) < 3 and not targets:
             _replace(body, statement, key.dotted)      # an unknown key is appended: the checks name it
             sized = sized or key.dotted in SIZE_SETTINGS
-        else:
-            sized = True
-            clients = _clients_named(body, key)
-            if not clients:
-                labels = ", ".join(_label(c) for c in body if isinstance(c, ast.Client))
-                diags.error("E0209", f"`{key.dotted}` names no setting and no client", key.span,
-                            "unknown", help=f"space settings are {', '.join(space_settings)}; a client "
-                                            f"parameter is LABEL.param, with LABEL one of {labels}")
+            continue
+        sized = True
+        if not targets:
+            diags.error("E0209", f"`{key.dotted}` names no setting and no client", key.span, "unknown",
+                        help=_unknown_key_help(key.dotted, body, space_settings))
+            continue
+        for index, client, param in targets:
+            if client.uses:
+                diags.error("E0503", f"client `{_label(client)}` is configured with `use`; "
+                                     f"`{override.option}` cannot change its native parameters",
+                            key.span, "a `use` client", help="override the spec's `let` in a copy of the spec")
                 continue
-            for index, client in clients:
-                if client.uses:
-                    diags.error("E0503", f"client `{_label(client)}` is configured with `use`; "
-                                         f"`{override.option}` cannot change its native parameters",
-                                key.span, "a `use` client", help="override the spec's `let` in a copy of the spec")
-                    continue
-                param = dataclasses.replace(statement, key=ast.Key((key.parts[-1],), key.span))
-                items = list(client.body)
-                _replace(items, param, key.parts[-1])
-                body[index] = dataclasses.replace(client, body=tuple(items))
+            items = list(body[index].body)
+            _replace(items, dataclasses.replace(statement, key=ast.Key(param, key.span)), ".".join(param))
+            body[index] = dataclasses.replace(body[index], body=tuple(items))
     return dataclasses.replace(program, spaces=(dataclasses.replace(space, body=tuple(body)), *program.spaces[1:])), sized
 
 
@@ -155,10 +156,37 @@ def _label(client: ast.Client) -> str:
     return client.label.name if client.label else f"{client.library.name}.{client.pattern.name}"
 
 
-def _clients_named(body: list, key: ast.Key) -> list[tuple[int, ast.Client]]:
-    prefix = ".".join(key.parts[:-1])
-    return [(i, item) for i, item in enumerate(body) if isinstance(item, ast.Client) and
-            (_label(item) == prefix or f"{item.library.name}.{item.pattern.name}" == prefix)]
+def _clients_named(body: list, key: ast.Key) -> list[tuple[int, ast.Client, tuple[str, ...]]]:
+    """The clients `key` names, each with the parameter it sets there: `LABEL.param` or
+    `library.pattern.param` of a client of one pattern; `LABEL.pattern.param` or
+    `library.pattern.param` of a composed client that has that pattern (its parameter `pattern.param`)."""
+    found = []
+    for index, item in enumerate(body):
+        if not isinstance(item, ast.Client):
+            continue
+        names = {item.label.name} if item.label else set()
+        if item.parts:
+            head, pattern, param = (".".join(key.parts[:-2]), key.parts[-2], key.parts[-1]) if len(key.parts) >= 3 \
+                else (None, None, None)
+            if pattern in {part.name for part in item.parts} and head in names | {item.library.name}:
+                found.append((index, item, (pattern, param)))
+        elif ".".join(key.parts[:-1]) in names | {f"{item.library.name}.{item.pattern.name}"}:
+            found.append((index, item, (key.parts[-1],)))
+    return found
+
+
+def _unknown_key_help(dotted: str, body: list, space_settings) -> str:
+    """What a key may be, short enough to be read whole: the closest name, the clients' labels (the
+    first few), and the space settings by family (`load.*`)."""
+    clients = [item for item in body if isinstance(item, ast.Client)]
+    labels = [clip(_label(c), 60) for c in clients[:MAX_LISTED]]
+    more = f" and {len(clients) - MAX_LISTED} more" if len(clients) > MAX_LISTED else ""
+    families = list(dict.fromkeys(name if "." not in name else name.split(".", 1)[0] + ".*" for name in space_settings))
+    written = [f"{_label(c)}.{item.key.dotted}" for c in clients[:MAX_SUGGESTED] for item in c.settings]
+    guess = suggest(dotted, [*space_settings, *written])
+    lead = f"did you mean `{guess}`? " if guess else ""
+    return (f"{lead}a client parameter is LABEL.param, or LABEL.pattern.param in a composed client, with LABEL "
+            f"one of {', '.join(labels) or '(no client)'}{more}; space settings are {', '.join(families)}")
 
 
 def _replace(items: list, statement, dotted: str) -> None:

@@ -15,6 +15,9 @@ MAX_PER_CODE = 50
 # Messages, labels, notes and help quote spec values (a 10 MB string, a 4000-digit number):
 # each text is cut to this many characters.
 MAX_TEXT = 300
+# Help lists what would be valid (a composed client's parameters: about 800 characters at most in the
+# catalogue): cut only where a hostile spec's own text would make it long.
+MAX_HELP = 1500
 
 
 def clip(text: str, limit: int = MAX_TEXT) -> str:
@@ -85,7 +88,7 @@ class Diagnostics:
         labels = ([Label(span, clip(label), True)] if span is not None else [])
         labels += [Label(s, clip(m), False) for s, m in secondary if s is not None]
         self.items.append(Diagnostic(code, severity, clip(message), tuple(labels),
-                                     tuple(clip(n) for n in notes), clip(help) if help else help))
+                                     tuple(clip(n) for n in notes), clip(help, MAX_HELP) if help else help))
 
     @property
     def has_errors(self) -> bool:
