@@ -202,3 +202,12 @@ def test_the_longest_parameter_list_in_the_catalogue_is_given_whole():
     (error,) = [d for d in result.diagnostics if d.code == "E0206"]
     assert "more characters" not in error.help and error.help.rstrip().endswith(tuple("abcdefghijklmnopqrstuvwxyz"))
     assert len(error.help) > 800 and error.help.endswith("rate_limiter.timeoutDuration")
+
+
+def test_an_override_of_a_load_axis_makes_a_broken_size_assertion_a_warning():
+    spec = ("space loads {\n  load = open\n  load.capacity = 50\n  load.rate in [80%, 120%]\n"
+            "  client istio.circuit_breaker { http2MaxRequests = 4 }\n  assert size == 2\n}\n")
+    result = compiled(spec, sets=["load.rate in [50%, 80%, 120%]"])
+    assert result.ok and result.space.size == 3
+    (warning,) = [d for d in result.diagnostics if d.code == "W0303"]
+    assert "size is 3" in warning.message

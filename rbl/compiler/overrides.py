@@ -18,6 +18,7 @@ from ..lang.fastparse import LazyNodes
 from ..lang.frontend import parse_program
 from ..lang.source import SourceFile, Span
 from ..lang.types import suggest
+from .workload import LOAD_SETTINGS
 
 MAX_LISTED = 8             # client labels a help text lists
 MAX_SUGGESTED = 1000       # clients whose parameters a suggestion is looked for among
@@ -36,8 +37,9 @@ class Override:
         return self.option.split(" ", 1)[0]       # diagnostics point at `--users:1:10`
 
 
-# The space settings that are factors of Size(S) (client parameters are the third): a size
-# assertion that fails because one was overridden is the override's doing, not the spec's.
+# The space settings that are factors of Size(S) (client parameters are the third; the open-loop
+# load's settings, LOAD_SETTINGS, are axes too): a size assertion that fails because one was
+# overridden is the override's doing, not the spec's.
 SIZE_SETTINGS = ("users", "fault.rate")
 
 
@@ -133,7 +135,7 @@ def apply_overrides(program: ast.Program, overrides: list[Override], diags: Diag
         targets = _clients_named(body, key)
         if key.dotted in space_settings or len(key.parts) < 3 and not targets:
             _replace(body, statement, key.dotted)      # an unknown key is appended: the checks name it
-            sized = sized or key.dotted in SIZE_SETTINGS
+            sized = sized or key.dotted in SIZE_SETTINGS or key.dotted in LOAD_SETTINGS
             continue
         sized = True
         if not targets:
