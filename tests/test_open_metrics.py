@@ -46,8 +46,9 @@ def test_metrics_of_a_small_round_match_a_hand_computation():
         assert m[share] == pytest.approx(1 / 7)
     # successes 20, 40, 200: linear between closest ranks, positions 1, 1.9, 1.98
     assert (m["successP50Ms"], m["successP95Ms"], m["successP99Ms"]) == pytest.approx((40.0, 184.0, 196.8))
-    # windows [1, 6): p95 of 20, 40 = 39 < 100; [6, 11): p95 of 200 is not
-    assert m["p95UnderSloShare"] == 0.5
+    # windows [1, 6): 20, 40 and a failure, whose p95 is the failure's (never in time); [6, 11): one
+    # success in four requests
+    assert m["p95UnderSloShare"] == 0.0
     # lags 0, 0, 0, 1, 2, 4, 10: position 5.94 -> 4 + 0.94 * 6
     assert m["lagP99Ms"] == pytest.approx(9.64)
     assert m["requestsPerCall"] == pytest.approx(8 / 6)                        # the mesh row (null) left out
@@ -63,16 +64,41 @@ def test_shares_sum_to_one_and_an_unknown_class_counts_as_failed():
 def test_without_a_duration_the_span_of_the_measured_sends_is_used():
     m = open_loop_metrics(table())
     assert m["measuredSeconds"] == 8.0 and m["offeredRate"] == pytest.approx(7 / 8)
-    assert m["p95UnderSloShare"] == 0.5                                        # windows [1, 6), [6, 9]
+    # windows [1, 6), [6, 9]; both hold failures: neither is under
+    assert m["p95UnderSloShare"] == 0.0
+    successes_only = [r for r in ROWS if r[5] == "success"]
+    assert open_loop_metrics(table(successes_only), window_s=4.0)["p95UnderSloShare"] == 0.5   # 20, 40 | 200
 
 
-def test_a_window_without_a_success_is_not_under_the_objective():
-    assert open_loop_metrics(table(), slo_ms=1000.0, measured_s=10.0, start_s=1.0)["p95UnderSloShare"] == 1.0
-    no_late_success = [r for r in ROWS if r[0] != 4]
-    assert open_loop_metrics(table(no_late_success), slo_ms=1000.0, measured_s=10.0,
-                             start_s=1.0)["p95UnderSloShare"] == 0.5
+def window(successes: int, failures: int, success_ms: float = 10.0, start: float = 0.0) -> list[tuple]:
+    """One second of requests: `successes` answered in success_ms, then `failures` failed fast."""
+    n = successes + failures
+    return [(i, start + i / n, 0.0, success_ms if i < successes else 1.0, 200 if i < successes else 503,
+             "success" if i < successes else "failed", 1, "", False) for i in range(n)]
+
+
+def share(rows: list[tuple], slo_ms: float = 100.0) -> float:
+    return open_loop_metrics(table(rows), window_s=1.0, slo_ms=slo_ms, measured_s=1.0, start_s=0.0)["p95UnderSloShare"]
+
+
+def test_the_slo_share_counts_every_request_a_failure_never_in_time():
+    # 1 failure in 40 (2.5%): the p95 falls between two successes; 2 in 40 (5%): next to a failure
+    assert share(window(39, 1)) == 1.0 and share(window(38, 2)) == 0.0
+    # the reproducer: a window that carried 1 request in 250, quickly, is not a window that met the SLO
+    assert share(window(1, 249)) == 0.0
+    # timed out, circuit broken and rejected requests are unsuccessful too
+    for cls in ("timed_out", "circuit_broken", "rejected"):
+        rows = [(*r[:5], cls if r[5] == "failed" else r[5], *r[6:]) for r in window(30, 10)]
+        assert share(rows) == 0.0
+
+
+def test_a_window_without_requests_or_successes_is_not_under_the_objective():
+    first = window(20, 0)
+    assert open_loop_metrics(table(first), window_s=1.0, slo_ms=100.0, measured_s=2.0,
+                             start_s=0.0)["p95UnderSloShare"] == 0.5                # the second second is empty
+    assert share(window(0, 20)) == 0.0
     # the objective is strict: a window whose p95 equals it is not under
-    assert open_loop_metrics(table(), slo_ms=39.0, measured_s=10.0, start_s=1.0)["p95UnderSloShare"] == 0.0
+    assert share(window(20, 0, success_ms=100.0)) == 0.0 and share(window(20, 0, success_ms=99.9)) == 1.0
 
 
 def test_a_round_of_warmup_only_has_no_shares_or_percentiles():

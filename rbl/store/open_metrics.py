@@ -21,6 +21,9 @@ from .open_columns import OPEN_LOOP_COLUMNS, RESPONSE_CLASSES, SHARE_COLUMNS  # 
 
 
 
+NEVER_MS = 1e18          # the response time the SLO share gives a request that did not succeed
+
+
 def _quantile(values: np.ndarray, q: float) -> float | None:
     """rbl/store/metrics.percentile's definition (linear between closest ranks), in ms to the µs."""
     if values.size == 0:
@@ -52,8 +55,10 @@ def open_loop_metrics(table: pa.Table, window_s: float = 5.0, slo_ms: float = 10
     failed, so the shares always sum to 1.
 
     p95UnderSloShare: the measured time is cut into consecutive windows of window_s from start_s (the
-    last one may be shorter); the share of windows whose p95 of successful response_ms is below
-    slo_ms. A window without a success is not under the objective (nothing was served in time).
+    last one may be shorter); the share of windows whose p95 response time, over ALL the window's
+    requests, is below slo_ms, an unsuccessful request counting as never answered in time (so a
+    window meets the objective only when at least 95% of its requests succeeded within it). A window
+    without requests is not under the objective (nothing was served in time).
 
     A round whose requests are all warm-up has offeredRequests 0 and None for every share,
     percentile and ratio (0/0), and rates of 0 only when measured_s says how long it lasted."""
@@ -80,7 +85,7 @@ def open_loop_metrics(table: pa.Table, window_s: float = 5.0, slo_ms: float = 10
     metrics.update({column: _ratio(counts[name], offered) for name, column in SHARE_COLUMNS.items()})
     metrics.update({"successP50Ms": _quantile(success_ms, 0.50), "successP95Ms": _quantile(success_ms, 0.95),
                     "successP99Ms": _quantile(success_ms, 0.99)})
-    metrics["p95UnderSloShare"] = _under_slo_share(successes, window_s, slo_ms, start_s, measured_s) if offered \
+    metrics["p95UnderSloShare"] = _under_slo_share(rows, window_s, slo_ms, start_s, measured_s) if offered \
         else None
     metrics["lagP99Ms"] = _quantile(_values(rows, "lag_ms"), 0.99)
     requests = _values(rows, "requests")
@@ -96,16 +101,19 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
-def _under_slo_share(successes: pa.Table, window_s: float, slo_ms: float, start_s: float,
+def _under_slo_share(rows: pa.Table, window_s: float, slo_ms: float, start_s: float,
                      measured_s: float | None) -> float:
     windows = max(1, math.ceil((measured_s or 0) / window_s - 1e-9))
-    times = successes.column("scheduled_s").to_numpy(zero_copy_only=False).astype(float)
-    response = successes.column("response_ms").to_numpy(zero_copy_only=False)
-    answered = ~np.isnan(response.astype(float))
+    times = rows.column("scheduled_s").to_numpy(zero_copy_only=False).astype(float)
+    response = pc.fill_null(rows.column("response_ms"), math.nan).to_numpy(zero_copy_only=False).astype(float)
+    # an unsuccessful (or unanswered) request never met the objective: it counts as later than any
+    # bound (finite, so that interpolating next to it stays a number)
+    success = pc.fill_null(pc.equal(rows.column("cls"), "success"), False).to_numpy(zero_copy_only=False)
+    late = np.where(success & ~np.isnan(response), response, NEVER_MS)
     index = np.clip(np.floor((times - start_s) / window_s).astype(int), 0, windows - 1)
     under = 0
     for window in range(windows):
-        values = response[(index == window) & answered].astype(float)
+        values = late[index == window]
         if values.size and np.quantile(values, 0.95, method="linear") < slo_ms:
             under += 1
     return under / windows
