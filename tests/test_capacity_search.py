@@ -32,7 +32,8 @@ def stand_in(capacity_rps: float, served_factor: float | None):
 def test_the_search_ends_within_its_precision_below_the_capacity(true_capacity, served_factor):
     measure, asked = stand_in(true_capacity, served_factor)
     found, steps = search(measure)
-    doublings = next(i for i, step in enumerate(steps) if not step["passed"]) + 1
+    doublings = next(i for i, step in enumerate(steps) if not step["passed"]) + 2     # its failure, measured twice
+    assert steps[doublings - 1]["repeated"] and steps[doublings - 1]["rps"] == steps[doublings - 2]["rps"]
     bisections = len(steps) - doublings
     assert found <= true_capacity
     assert bisections <= capacity.MAX_BISECTIONS
@@ -46,7 +47,7 @@ def test_a_failing_steps_served_rate_saves_bisections():
     with_served, asked_with = stand_in(130, 1.03)
     found_without, _ = search(without)
     found_with, _ = search(with_served)
-    assert asked_with == [25, 50, 100, 200, 130 * 1.03 / (1 + PRECISION)]
+    assert asked_with == [25, 50, 100, 200, 200, 130 * 1.03 / (1 + PRECISION)]
     assert len(asked_with) < len(asked_without)
     assert 130 / (1 + PRECISION) <= found_with <= 130
     assert found_without <= 130
@@ -67,7 +68,24 @@ def test_a_target_that_fails_the_first_step_is_searched_below_it(true_capacity, 
 def test_a_target_too_slow_for_the_lowest_step_has_no_capacity():
     measure, asked = stand_in(capacity.MIN_RPS * 0.9, None)
     assert search(measure)[0] == 0
-    assert asked == [25, 12.5, 6.25, capacity.MIN_RPS]        # halved, MIN_RPS the last step
+    # halved, MIN_RPS the last step, each failure measured twice
+    assert asked == [25, 25, 12.5, 12.5, 6.25, 6.25, capacity.MIN_RPS, capacity.MIN_RPS]
+
+
+def test_a_failure_that_does_not_repeat_does_not_set_the_bracket():
+    """A moment of other work fails a step once: measured again, it passes, and the search goes on up."""
+    measure, asked = stand_in(130, 1.03)
+    flaky = {50.0}
+
+    def once_flaky(rps: float) -> dict:
+        step = measure(rps)
+        if rps in flaky:
+            flaky.discard(rps)
+            return {**step, "passed": False, "servedRps": 20.0}
+        return step
+    found, steps = search(once_flaky)
+    assert asked[:4] == [25, 50, 50, 100] and steps[2]["repeated"] and steps[2]["passed"]
+    assert 130 / (1 + PRECISION) <= found <= 130
 
 
 def test_steps_last_what_their_statistics_need():

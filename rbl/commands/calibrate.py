@@ -7,13 +7,15 @@ from typing import Optional
 
 import typer
 
-from ..errors import RblError
+from ..errors import RblError, UsageError
 from .options import SpecArg
 from .spec_input import compile_spec
 
 
 def calibrate(spec: Path = SpecArg,
               force: bool = typer.Option(False, "--force", help="Measure again even when a capacity is stored."),
+              show: bool = typer.Option(False, "--show", help="Print the stored capacity's steps, how and under how "
+                                                               "much other work it was measured; measure nothing."),
               proxy: str = typer.Option("auto", "--proxy", help="The fault proxy the runs will use: auto, envoy "
                                                                  "or builtin (capacity is stored per proxy)."),
               workers: Optional[int] = typer.Option(None, "--workers", min=1,
@@ -28,8 +30,8 @@ def calibrate(spec: Path = SpecArg,
     from ..backends.local.backend import LocalBackend, LocalOptions
     from ..compiler.plan import plan_header
     from ..compiler.expand import iter_scenarios
-    from ..runner.capacity import (MIN_RPS, calibrate as measure, calibration_header, slo_of, store_capacity,
-                                   stored_capacity, target_key)
+    from ..runner.capacity import (MIN_RPS, busy_note, calibrate as measure, calibration_header, slo_of,
+                                   store_capacity, stored_capacity, target_key)
     console = Console(stderr=True)
     space = compile_spec(spec).space
     header = plan_header(space)
@@ -39,9 +41,21 @@ def calibrate(spec: Path = SpecArg,
     key = target_key(header["target"], backend.proxy.kind, slo_ms, header.get("topology"))
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731  (nothing stored is markup)
     stored = stored_capacity(key, say)
+    if show:
+        if force:
+            raise UsageError("--show prints the stored capacity and --force measures it again: give one")
+        if stored is None:
+            raise RblError("no capacity of this target is stored for this machine",
+                           hint=f"`rbl calibrate {spec}` measures it")
+        from ..runner.capacity_view import describe_record
+        for line in describe_record(stored):
+            typer.echo(line)
+        return
     if stored is not None and not force:
         typer.echo(f"{stored['capacity_rps']:g}")
-        say(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again")
+        say(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again, --show shows how")
+        if busy_note(stored):
+            say(busy_note(stored))
         return
     target_only = calibration_header(header)
     prepared = backend.check(target_only, console)          # the load generator, built on first use
@@ -57,4 +71,6 @@ def calibrate(spec: Path = SpecArg,
                        hint="give it more CPU (target.cpus) or less work per request")
     path = store_capacity(key, record, say)
     typer.echo(f"{record['capacity_rps']:g}")
-    say(f"capacity: {record['capacity_rps']:g} req/s (stored in {path})")
+    say(f"capacity: {record['capacity_rps']:g} req/s (stored in {path}; --show shows its steps)")
+    if busy_note(record):
+        say(busy_note(record))

@@ -3,7 +3,8 @@ requests whose p95 response time stays under a bound (100 ms unless said otherwi
 the open-loop load generator through the fault proxy (no fault) on this machine.
 
 Search: constant-rate steps, doubling from START_RPS until a step fails (or, when the first fails,
-going down until one passes, to MIN_RPS at least), then halving the gap
+going down until one passes, to MIN_RPS at least; a step that fails there is measured again, and
+believed only when it fails twice, since it sets the bracket), then halving the gap
 between the last passing and the first failing rate until it is under PRECISION of the passing rate
 (at most MAX_BISECTIONS times). A step passes when at least MIN_SUCCESS_SHARE of its measured
 requests succeeded and their p95 is under the bound. A failing step's successful answers per second
@@ -43,6 +44,7 @@ from ..plan_records import LOAD_KEY, load_of
 from ..store.open_metrics import open_loop_metrics
 from .capacity_cache import read_record, write_record
 from .load_generator import LoadRun, classify
+from .other_work import OtherWork
 
 START_RPS = 25
 MIN_RPS = 5                 # below this a step lasts 10 s or more: the target is too slow to calibrate
@@ -58,6 +60,11 @@ P95_PERCENT = 95
 DEFAULT_SLO_MS = 100.0
 POLL_S = 0.1                # how often a running step's records are read
 IDLE_TIMEOUT_S = 30.0       # after a failed step, how long the target may take to work off its queue
+BUSY_CORES = 0.25           # other work above this many cores on average marks a calibration busy
+# how the capacity was measured, kept with it
+METHOD = {"search": "doubling, then bisection", "start_rps": START_RPS, "min_rps": MIN_RPS,
+          "precision": PRECISION, "min_success_share": MIN_SUCCESS_SHARE, "percentile": P95_PERCENT,
+          "failed_bracket_steps_repeated": True}
 
 
 def machine_fingerprint() -> dict:
@@ -173,10 +180,21 @@ def search(measure: Callable[[float], dict]) -> tuple[float, list[dict]]:
         steps.append(measure(rps))
         return steps[-1]["passed"]
 
+    def passes_unless_it_fails_twice(rps: float) -> bool:
+        """A failure that would set the bracket is believed only when the step fails again: a moment
+        of other work on the machine must not cap the capacity for good."""
+        if passes(rps):
+            return True
+        if passes(rps):
+            steps[-1]["repeated"] = True
+            return True
+        steps[-1]["repeated"] = True
+        return False
+
     good, bad, served = 0.0, None, None
     rps = float(START_RPS)
     while MIN_RPS <= rps <= MAX_RPS:
-        if passes(rps):
+        if passes_unless_it_fails_twice(rps):
             good = rps
             if bad is not None:                 # came down to it: bisect above it
                 break
@@ -221,10 +239,27 @@ def calibrate(binary: Path, url: str, slo_ms: float, work: Path, say: Callable[[
             _wait_idle(url, slo_ms)
         return step
 
-    good, steps = search(measure)
-    return {"capacity_rps": round(good, 1), "slo_ms": slo_ms, "machine": machine_fingerprint(),
-            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "steps": steps,
-            "seconds": round(time.monotonic() - began, 1)}
+    with OtherWork() as other_work:
+        good, steps = search(measure)
+    record = {"capacity_rps": round(good, 1), "slo_ms": slo_ms, "machine": machine_fingerprint(),
+              "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "steps": steps,
+              "seconds": round(time.monotonic() - began, 1), "method": METHOD}
+    busy = other_work.record()
+    if busy is not None:
+        record["otherWork"] = busy
+        record["busy"] = busy["otherCores"] >= BUSY_CORES
+    return record
+
+
+def busy_note(record: dict) -> str | None:
+    """What to say of a capacity measured while other work took the machine, None otherwise."""
+    if not record.get("busy"):
+        return None
+    other = record.get("otherWork") or {}
+    return (f"warning: other processes used {other.get('otherCores', 0):.2g} of {other.get('cores', '?')} cores on "
+            f"average while this capacity was measured (at most {other.get('otherCoresPeak', 0):.2g}): it is likely "
+            f"lower than on a quiet machine, and every rate given as a share of it with it; the stored entry is "
+            f"marked busy. Measure it again when the machine is quiet: `rbl calibrate SPEC --force`")
 
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through a proxy setting
@@ -281,6 +316,8 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
     if record is not None:
         say(f"target capacity: {record['capacity_rps']:g} req/s with p95 under {slo_ms:g} ms "
             f"(calibrated {record['measured_at']}; `rbl calibrate --force` measures it again)")
+        if busy_note(record):
+            say(busy_note(record))
         return record
     say(f"no capacity of this target is stored for this machine: calibrating first "
         f"(p95 under {slo_ms:g} ms; steps of {STEP_WARMUP_S + step_seconds(MAX_RPS, slo_ms):g} s or more)")
@@ -290,6 +327,8 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
         raise CapacityError(f"the target did not serve {MIN_RPS} req/s with p95 under {slo_ms:g} ms")
     path = store_capacity(key, record, say)
     say(f"target capacity: {record['capacity_rps']:g} req/s (stored in {path})")
+    if busy_note(record):
+        say(busy_note(record))
     return record
 
 
