@@ -208,9 +208,12 @@ def test_policies_of_splits_a_composed_configuration():
 def test_every_parameter_of_the_catalogue_has_its_istio_field():
     from rbl.targets.istio import FIELDS
     from rbl.libraries.catalogue import builtin_libraries
+    from rbl.libraries.istio import CONTROLLED
     patterns = builtin_libraries()["istio"].patterns
-    assert {name: set(p.params) for name, p in patterns.items() if name != "baseline"} == {
+    # a controller is written as the static policy it holds in force (tests/test_controllers.py)
+    assert {name: set(p.params) for name, p in patterns.items() if name not in ("baseline", *CONTROLLED)} == {
         name: set(fields) for name, fields in FIELDS.items()}
+    assert set(CONTROLLED) <= set(patterns)
 
 
 def test_translate_leaves_out_what_the_configuration_lacks():

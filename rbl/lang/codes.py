@@ -212,6 +212,14 @@ without spaces; attempts 0 (no retries) cannot come with perTryTimeout, retryOn 
 pool (`circuit_breaker`) needs at least one setting. Istio would refuse such a resource on a real
 mesh, so rbl does not run it either.
 """),
+    "E0228": ("a controller where it cannot run", """
+A controller (`istio.adaptive_breaker`, `istio.aimd_retry`) retunes its policy while the load runs,
+from the last window's per-request measurements: it needs open-loop load (`load = open`), whose
+requests rbl records one by one as they are answered. Controllers run on one hop (no `topology`)
+for now. A client cannot compose a controller with the static policy it controls
+(`adaptive_breaker` with `circuit_breaker`, `aimd_retry` with `retry`): both would set the same
+field.
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

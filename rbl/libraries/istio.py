@@ -35,3 +35,43 @@ def placed_policies(policies: dict[str, dict], entry: str, services: tuple[str, 
                 raise ValueError(f"{policy} is placed on {host!r}, which is not a service of the topology")
             placed[service][policy] = own
     return placed
+
+
+# The controllers: patterns whose one parameter rbl's runner retunes during a round (rbl/runner/
+# controllers.py). In force at any moment is a static policy (enforced_policies): the controlled
+# parameter's current value, and what it implies.
+ADAPTIVE_BREAKER = "adaptive_breaker"
+AIMD_RETRY = "aimd_retry"
+CONTROLLED = {ADAPTIVE_BREAKER: "http2MaxRequests", AIMD_RETRY: "attempts"}
+
+
+def aimd_per_try_timeout_ms(target_ms: float, attempts: int) -> int | None:
+    """aimd_retry's per-try timeout for `attempts` retries: max(1, target / attempts) ms; none at 0."""
+    return max(1, int(target_ms / attempts)) if attempts > 0 else None
+
+
+def enforced_policies(policies: dict[str, dict]) -> dict[str, dict]:
+    """The static policies a configuration holds in force (policies_of's result, a controller's
+    controlled parameter at its current value): adaptive_breaker as the circuit breaker of that
+    http2MaxRequests, aimd_retry as the retry of those attempts and their per-try timeout. Other
+    policies are returned as they are."""
+    if not any(name in CONTROLLED for name in policies):
+        return policies
+    enforced: dict[str, dict] = {}
+    for policy, parameters in policies.items():
+        placement = {HOST: parameters[HOST]} if HOST in parameters else {}
+        if policy == ADAPTIVE_BREAKER:
+            pool = enforced.setdefault("circuit_breaker", {})
+            pool.update({"http2MaxRequests": parameters["http2MaxRequests"], **placement})
+        elif policy == AIMD_RETRY:
+            attempts = parameters["attempts"]
+            retry = {"attempts": attempts, **placement}
+            timeout = aimd_per_try_timeout_ms(parameters["target"], attempts)
+            if timeout is not None:
+                retry["perTryTimeout"] = timeout
+                if "retryOn" in parameters:
+                    retry["retryOn"] = parameters["retryOn"]
+            enforced["retry"] = retry
+        else:
+            enforced.setdefault(policy, {}).update(parameters)
+    return enforced

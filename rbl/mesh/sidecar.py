@@ -107,6 +107,11 @@ class Sidecar:
         """The cluster's cumulative counters, under the names results use."""
         return self.cluster_counters((CLUSTER_NAME,))[CLUSTER_NAME]
 
+    def active_requests(self) -> int:
+        """The requests in flight to the upstream now (Envoy's gauge upstream_rq_active, which counts
+        the old cluster's too while a configuration switch drains it): the queue a controller reads."""
+        return self._stats().get(f"cluster.{CLUSTER_NAME}.upstream_rq_active", 0)
+
     def cluster_counters(self, clusters) -> dict[str, dict[str, int]]:
         """Each named cluster's cumulative counters (one read of the admin API for all)."""
         stats = self._stats()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..clients.protocol import SIDECAR_FLAGS_HEADER
 from ..libraries.composition import BASELINE, policies_of
-from ..libraries.istio import DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, UNLIMITED
+from ..libraries.istio import DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, UNLIMITED, enforced_policies
 
 ROUTE_NAME = "outbound"
 CLUSTER_NAME = "upstream"
@@ -127,6 +127,7 @@ def route_configuration_of(virtual_hosts: list[dict]) -> dict:
 def route_for(policies: dict[str, dict], cluster_name: str, baseline: bool = False) -> dict:
     """A route to `cluster_name` under these policies (policies_of's result): retries and timeout.
     No retry policy among them: Istio's default retry (none at all for the baseline)."""
+    policies = enforced_policies(policies)        # a controller's policy: as its current value holds it
     retry = _retry_policy(policies.get("retry", {"attempts": 0} if baseline else None))
     timeout = policies.get("timeout", {}).get("timeout")
     route = {"cluster": cluster_name, "timeout": _duration(timeout) if timeout else "0s"}
@@ -161,6 +162,7 @@ def cluster_for(policies: dict[str, dict], name: str, endpoints: list[tuple[str,
                 lb_policy: str | None = None) -> dict:
     """A cluster of these endpoints under these policies: pool limits as circuit breakers, outlier
     detection; `lb_policy` as Envoy names it (unset: Envoy's round robin)."""
+    policies = enforced_policies(policies)
     pool = policies.get("circuit_breaker", {})
     result = {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": name,
               "type": "STATIC", "connect_timeout": CONNECT_TIMEOUT,

@@ -72,8 +72,13 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         files = write_tables(records, out_dir)
         # a topology's view along its chain (rbl/report/topology_section.py); none without a topology
         from .topology_section import topology_section
-        chain_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
+        section_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
         files += chain_files
+        # a run's controllers: the value each set over time (rbl/report/controllers_section.py)
+        from .controllers_section import controllers_section
+        controller_figures, controller_files = controllers_section(run_dir, header, cells, out_dir)
+        section_figures += controller_figures
+        files += controller_files
         manifest = _manifest(run_dir / "manifest.json", console)
         noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
         files += noise_files
@@ -88,7 +93,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     for title, paths in by_metric + overload:            # the metrics' figures first in report.html
         files += paths
         figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
-    figures += chain_figures
+    figures += section_figures
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,

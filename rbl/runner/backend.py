@@ -59,6 +59,10 @@ class Services(Protocol):
         """A mesh client's sidecar counters, cumulative (rbl/store/metrics.py SIDECAR_COLUMNS);
         None for a library client, which has no sidecar."""
 
+    def client_queue(self, library: str) -> int | None:
+        """A mesh client's sidecar's requests in flight now (what a controller reads as the queue);
+        None for a library client."""
+
     def hop_counters(self) -> dict | None:
         """A topology's cumulative counters, {"edges": {"caller>callee": {...}}, "services": {name:
         {...}}} (rbl/runner/hops.py keeps their increase per round); None for a plan with one target."""

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 from ..plan_records import LOAD_KEY, load_of
 from ..store.open_metrics import open_loop_metrics
 from .capacity_cache import read_record, write_record
-from .load_generator import LoadRun, classify
+from .load_generator import LoadRun, classify, requests_so_far
 from .other_work import OtherWork
 
 START_RPS = 25
@@ -130,18 +130,6 @@ def served_rps(table: pa.Table) -> float | None:
     return (success.num_rows - 1) / span_ms * 1000 if span_ms > 0 else None
 
 
-def _read_so_far(csv_path: Path, warmup_s: float) -> pa.Table | None:
-    """The complete lines the generator has written so far, as the request table."""
-    try:
-        data = csv_path.read_bytes()
-    except FileNotFoundError:
-        return None
-    end = data.rfind(b"\n")
-    if end < 0 or data.count(b"\n", 0, end + 1) < 2:           # the header and at least one record
-        return None
-    return classify(pa.BufferReader(data[:end + 1]), warmup_s, mesh=True)
-
-
 def _step(binary: Path, url: str, rps: float, slo_ms: float, work: Path) -> dict:
     measured_s = step_seconds(rps, slo_ms)
     duration_s = STEP_WARMUP_S + measured_s
@@ -151,7 +139,7 @@ def _step(binary: Path, url: str, rps: float, slo_ms: float, work: Path) -> dict
     began = time.monotonic()
     try:
         while not load.wait(POLL_S):
-            table = _read_so_far(load.out, STEP_WARMUP_S)
+            table = requests_so_far(load.out, STEP_WARMUP_S, mesh=True)
             if table is not None and certainly_failed(table, measured, slo_ms):
                 load.stop()                                  # its verdict is in: no need to wait out the rest
                 return _verdict(rps, table, measured, slo_ms, time.monotonic() - began, stopped=True)

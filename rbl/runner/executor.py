@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..libraries.composition import pattern_names
+from ..libraries.istio import CONTROLLED
 from ..plan_records import RoundKind, round_kind
 from ..store.hops import append_hops
 from ..store.results import RunDirectory
@@ -57,7 +59,11 @@ class Executor:
         self.header = header
         self.progress = progress
         self.settings = settings
-        self.frame = RoundFrame(services, header, uuid.uuid4().hex[:8], settings.observers)
+        observers = settings.observers
+        if has_controllers(header):          # a controller's client: its decisions every interval
+            from .controllers import ControllerObserver    # pyarrow: open-loop runs only
+            observers = (*observers, ControllerObserver(run.path))
+        self.frame = RoundFrame(services, header, uuid.uuid4().hex[:8], observers)
         self.outcome = RunOutcome()              # filled as rounds finish, so an interrupt keeps it
         most_users = max((s["users"] for s in run.scenarios()), default=1)
         self.pool = ThreadPoolExecutor(max_workers=most_users, thread_name_prefix="vu")
@@ -136,3 +142,8 @@ class Executor:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def has_controllers(header: dict) -> bool:
+    """Whether a client of the plan is a controller (rbl/runner/controllers.py)."""
+    return any(name in CONTROLLED for client in header["clients"] for name in pattern_names(client["pattern"]))

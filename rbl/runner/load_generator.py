@@ -189,3 +189,16 @@ def response_classes(table: pa.Table, mesh: bool) -> pa.ChunkedArray:
         (pc.equal(ending, "fallback"), "failed"),                          # the fallback answered: not a success
         (pc.equal(table["requests"], 0), "rejected"),                      # refused before any request
     ], "failed")
+
+
+def requests_so_far(csv_path: Path, warmup_s: float, mesh: bool) -> pa.Table | None:
+    """The requests the generator has recorded so far (the complete lines of its CSV, which it
+    writes as answers arrive), as the request table; None before the first one."""
+    try:
+        data = csv_path.read_bytes()
+    except FileNotFoundError:
+        return None
+    end = data.rfind(b"\n")
+    if end < 0 or data.count(b"\n", 0, end + 1) < 2:           # the header and at least one record
+        return None
+    return classify(pa.BufferReader(data[:end + 1]), warmup_s, mesh=mesh)

@@ -26,7 +26,7 @@ from ..store.run_layout import REQUESTS
 from .backend import RoundFailed
 from .fault_control import fault_counts
 from .closed_loop import strategy_for
-from .load_generator import LoadFailed, LoadRun, classify
+from .load_generator import LoadFailed, LoadRun, classify, requests_so_far
 from .load_schedule import send_offsets
 from .oracles import as_records, fault_rate_violation, request_count_violation
 from .round import Counters, RoundSetup
@@ -43,6 +43,14 @@ class LoadRound:
 
     def wait(self, timeout_s: float) -> bool:
         return self.load.wait(timeout_s)
+
+    def requests_so_far(self) -> pa.Table | None:
+        """The requests answered so far (a controller's window reads them while the round runs)."""
+        try:
+            return requests_so_far(self.load.out, self.setup.load.warmup_s,
+                                   mesh=self.setup.client_kind is ClientKind.MESH)
+        except (OSError, ValueError, pa.ArrowException):
+            return None                    # a line being written: the next tick reads it whole
 
     def result(self) -> tuple[pa.Table, dict]:
         try:

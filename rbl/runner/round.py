@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from ..plan_records import ClientKind, Load, client_kind, load_of
 from ..topology import topology_from_record
@@ -53,13 +53,23 @@ class Counters:
     sidecar: dict[str, int] | None
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class RoundMoment:
-    """What an observer sees when the frame ticks it during a round."""
+    """What an observer sees when the frame ticks it during a round, and what it may do to it."""
 
     setup: RoundSetup
     elapsed_s: float
     counters: Counters                  # since the round's start, read at this tick
+    # the round's requests answered so far (an open-loop round's table, store/requests.py's columns)
+    requests: Callable[[], Any] = _nothing
+    # the requests the client's sidecar has in flight now (None for a library client)
+    queue: Callable[[], int | None] = _nothing
+    # put another configuration of the round's client in force: (pattern, config) -> seconds it took
+    retune: Callable[[str, dict], float] | None = None
 
 
 class Observer(Protocol):
@@ -176,9 +186,17 @@ class RoundFrame:
             if ticked:
                 counters = Counters(self.services.fault.counters(),
                                     _increase(sidecar_before, self.services.client_counters(setup.library)))
+                moment = RoundMoment(setup, now - begin, counters, getattr(driving, "requests_so_far", _nothing),
+                                     lambda: self.services.client_queue(setup.library),
+                                     lambda pattern, config: self._retune(setup.library, pattern, config))
                 for observer in ticked:
-                    observer.tick(RoundMoment(setup, now - begin, counters))
+                    observer.tick(moment)
                     due[id(observer)] = now + observer.interval_s
+
+    def _retune(self, library: str, pattern: str, config: dict) -> float:
+        began = time.perf_counter()
+        self.services.configure_client(library, pattern, config)
+        return time.perf_counter() - began
 
     def check_services(self, library: str, through_proxy: bool) -> None:
         """The target, the proxy and this round's client service still run as the runner's own

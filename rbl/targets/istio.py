@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from .. import __version__
 from ..errors import UsageError
 from ..yaml_text import comment_text, yaml_quote
-from ..libraries.composition import BASELINE, policies_of
-from ..libraries.istio import placed_policies
+from ..libraries.composition import BASELINE, pattern_names, policies_of
+from ..libraries.istio import CONTROLLED, enforced_policies, placed_policies
 from ..topology import kubernetes_service
 
 ISTIO_DIR = "istio"
@@ -119,7 +119,8 @@ def translate_policies(policies: dict[str, dict], baseline: bool = False) -> tup
     """translate() of policies already split (and placed): {policy: parameters}."""
     rule: dict = {}
     route: dict = {}
-    for policy, parameters in policies.items():
+    # a controller's policy is written as it starts (rbl's runner retunes it; Istio has no API for that)
+    for policy, parameters in enforced_policies(policies).items():
         fields = FIELDS.get(policy)
         if fields is None:
             raise ValueError(f"rbl writes no Istio field for the pattern {policy!r} (it knows {', '.join(FIELDS)})")
@@ -205,6 +206,10 @@ def render_configuration(header: dict, label: str, pattern: str, index: int, cou
             f"{index + 1} of {count}: {comment_text(parameters)}",
             f"# Put it in force: kubectl apply -f THIS_FILE. Every file names its rules {names}, so",
             "# applying another file replaces this configuration (istio/README.md says more)."]
+    controlled = [name for name in pattern_names(pattern) if name in CONTROLLED]
+    if controlled:
+        head.append(f"# {controlled[0]} is a controller: `rbl run` retunes its {CONTROLLED[controlled[0]]} while the "
+                    "load runs (Istio has no API for that); this file holds its starting point.")
     return "\n".join([*head, *documents]) + "\n"
 
 

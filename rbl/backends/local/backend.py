@@ -344,6 +344,9 @@ class LocalServices:
     def client_counters(self, library: str) -> dict[str, int] | None:
         return self._ask_sidecar(library, Sidecar.counters) if library in self.sidecars else None
 
+    def client_queue(self, library: str) -> int | None:
+        return self._ask_sidecar(library, Sidecar.active_requests) if library in self.sidecars else None
+
     def hop_counters(self) -> dict | None:
         return self.topology.counters() if self.topology is not None else None
 

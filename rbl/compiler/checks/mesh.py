@@ -1,12 +1,13 @@
 """Pass: what Istio's own validation refuses in a client of the built-in `istio` library, which the
 catalogue's types cannot say (docs/library-semantics.md, section istio): retryOn's tokens, retries
-switched off while other retry fields are set, and a connection pool with no setting."""
+switched off while other retry fields are set, and a connection pool with no setting; and where a
+controller (adaptive_breaker, aimd_retry) can run."""
 
 from __future__ import annotations
 
 from http import HTTPStatus
 
-from ...libraries.istio import RETRY_CONDITIONS
+from ...libraries.istio import ADAPTIVE_BREAKER, AIMD_RETRY, CONTROLLED, RETRY_CONDITIONS
 from ..axes import RangeAxis
 from ..space import ClientSpec, Param
 from .context import CheckContext
@@ -26,10 +27,35 @@ def check_mesh_policies(ctx: CheckContext) -> None:
         policies = _policies(client)
         for policy in policies:
             qualified = "" if len(policies) == 1 else f"{policy}."     # a composed client's names
+            if policy in ("retry", AIMD_RETRY):
+                _check_retry_on(ctx, params, qualified)
             if policy == "retry":
                 _check_retry(ctx, params, qualified)
             if policy == POOL:
                 _check_pool(ctx, client, params, qualified)
+        controllers = [policy for policy in policies if policy in CONTROLLED]
+        if controllers:
+            _check_controller(ctx, client, controllers[0], policies)
+
+
+# the static policy each controller sets in force: a client cannot have both
+CONTROLS = {ADAPTIVE_BREAKER: POOL, AIMD_RETRY: "retry"}
+
+
+def _check_controller(ctx: CheckContext, client: ClientSpec, controller: str, policies: list[str]) -> None:
+    where = client.span
+    if ctx.workload is None:
+        ctx.diags.error("E0228", f"`{controller}` needs open-loop load", where, "a controller under virtual users",
+                        help="it retunes its policy from the requests answered in the last window: add "
+                             "`load = open` and a rate (`load.rate = 120%`)")
+    elif ctx.topology is not None:
+        ctx.diags.error("E0228", f"`{controller}` runs on one hop for now, not on a topology", where,
+                        "a controller on a topology", help="remove the topology, or use a static policy")
+    elif CONTROLS[controller] in policies:
+        ctx.diags.error("E0228", f"`{controller}` sets the {CONTROLS[controller]} it controls; it cannot be "
+                                 f"composed with `{CONTROLS[controller]}`", where, "both set the same field",
+                        help=f"keep one of them; `{controller}` starts from its own "
+                             f"{CONTROLLED[controller]}")
 
 
 def _policies(client: ClientSpec) -> list[str]:
@@ -37,7 +63,7 @@ def _policies(client: ClientSpec) -> list[str]:
     return [] if name == "baseline" else name.split("+")
 
 
-def _check_retry(ctx: CheckContext, params: dict[str, Param], qualified: str) -> None:
+def _check_retry_on(ctx: CheckContext, params: dict[str, Param], qualified: str) -> None:
     retry_on = params.get(f"{qualified}retryOn")
     if retry_on is not None:
         for value in retry_on.values:
@@ -48,6 +74,9 @@ def _check_retry(ctx: CheckContext, params: dict[str, Param], qualified: str) ->
                                 help="Envoy conditions (5xx, reset, connect-failure, gateway-error, ...) or HTTP "
                                      "statuses, comma-separated without spaces; `rbl explain E0227` lists them")
                 break
+
+
+def _check_retry(ctx: CheckContext, params: dict[str, Param], qualified: str) -> None:
     attempts = params.get(f"{qualified}attempts")
     if attempts is None or not _has_zero(attempts):
         return

@@ -1,0 +1,173 @@
+"""Controllers: policies retuned while the load runs (the catalogue's istio.adaptive_breaker and
+istio.aimd_retry; docs/library-semantics.md, section istio). The round frame ticks ControllerObserver
+often; on a round whose client is a controller, every `interval` it measures the window since the
+last decision (the requests answered meanwhile, the sidecar's requests in flight), asks the
+controller for the controlled parameter's next value, puts a changed value in force through the
+sidecar's watched files (the frame's retune), and records the decision (store/controllers.py).
+
+The algorithms are the papers', step for step:
+- AdaptiveBreaker: "HAOC", Algorithm 1 of the adaptive overload control paper (HAOC '21).
+- AimdRetry: Algorithm 2 of the adaptive retry paper (IC2E '23).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..libraries.composition import pattern_names
+from ..libraries.istio import ADAPTIVE_BREAKER, AIMD_RETRY, CONTROLLED, aimd_per_try_timeout_ms
+from ..store.controllers import append_decision
+from .round import RoundMoment
+
+TICK_S = 0.1                 # how often the frame ticks the observer; a decision is due every `interval`
+MAX_LIMIT = 2147483647       # the catalogue's bound on http2MaxRequests
+FAILED = ("failed", "timed_out", "rejected")
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a controller sees: the requests answered since its last decision, and the queue now."""
+
+    answered: int
+    successes: int
+    failed: int                  # failed, timed out or rejected
+    circuit_broken: int
+    rt95_ms: float | None        # p95 of the successes' response times (linear between closest ranks)
+    queue: int | None            # the sidecar's requests in flight
+
+    def record(self) -> dict:
+        return {"answered": self.answered, "successes": self.successes, "failed": self.failed,
+                "circuitBroken": self.circuit_broken, "rt95Ms": self.rt95_ms, "queue": self.queue}
+
+
+def window_of(rows: pa.Table, queue: int | None) -> Window:
+    classes = rows.column("cls")
+    successes = rows.filter(pc.equal(classes, "success"))
+    times = pc.drop_null(successes.column("response_ms")).to_numpy(zero_copy_only=False).astype(float)
+    rt95 = round(float(np.quantile(times, 0.95, method="linear")), 3) if times.size else None
+    count = lambda names: int(pc.sum(pc.is_in(classes, pa.array(names))).as_py() or 0)  # noqa: E731
+    return Window(rows.num_rows, successes.num_rows, count(FAILED), count(("circuit_broken",)), rt95, queue)
+
+
+class AdaptiveBreaker:
+    """HAOC's Algorithm 1: alpha = RT95 / queue, smoothAlpha = p * smoothAlpha + (1 - p) * alpha,
+    limit = TRT / smoothAlpha; both alphas start at TRT / the starting limit."""
+
+    parameter = "http2MaxRequests"
+
+    def __init__(self, params: dict):
+        self.trt_ms = float(params["trt"])
+        self.p = float(params["p"])
+        self.value = int(params["http2MaxRequests"])
+        self.alpha = self.smooth_alpha = self.trt_ms / self.value
+
+    def decide(self, window: Window) -> int:
+        # without a success there is no RT95, without requests in flight no ratio: keep the alphas
+        if window.rt95_ms is not None and window.queue:
+            self.alpha = window.rt95_ms / window.queue
+            self.smooth_alpha = self.p * self.smooth_alpha + (1 - self.p) * self.alpha
+            self.value = max(1, min(MAX_LIMIT, int(self.trt_ms / self.smooth_alpha)))
+        return self.value
+
+    def state(self) -> dict:
+        return {"alpha": round(self.alpha, 6), "smoothAlpha": round(self.smooth_alpha, 6)}
+
+
+class AimdRetry:
+    """The adaptive retry's Algorithm 2: halve the attempts after a window whose carried RT95
+    exceeded the target or that had a failed or circuit-broken request, else add one; never above
+    the target in ms. Its per-try timeout follows (max(1, target / attempts) ms)."""
+
+    parameter = "attempts"
+
+    def __init__(self, params: dict):
+        self.target_ms = float(params["target"])
+        self.value = int(params["attempts"])
+
+    def decide(self, window: Window) -> int:
+        if window.answered == 0:
+            return self.value                       # nothing was answered: nothing to judge
+        late = window.rt95_ms is not None and window.rt95_ms > self.target_ms
+        if late or window.failed or window.circuit_broken:
+            self.value = self.value // 2
+        else:
+            self.value = min(self.value + 1, int(self.target_ms))
+        return self.value
+
+    def state(self) -> dict:
+        return {"perTryTimeoutMs": aimd_per_try_timeout_ms(self.target_ms, self.value)}
+
+
+KINDS = {ADAPTIVE_BREAKER: AdaptiveBreaker, AIMD_RETRY: AimdRetry}
+
+
+def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
+    """(controller pattern, its config key prefix, a fresh controller) of a configuration, or None."""
+    names = pattern_names(pattern)
+    found = [name for name in names if name in CONTROLLED]
+    if not found:
+        return None
+    name = found[0]
+    prefix = "" if len(names) == 1 else f"{name}."
+    params = {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
+    return name, prefix, KINDS[name](params)
+
+
+@dataclass
+class _Round:
+    key: str                     # the round's instance (a new round, a new controller)
+    name: str
+    prefix: str
+    controller: object
+    interval_s: float
+    due_s: float
+    seen: int = 0                # rows of the round's requests read at earlier decisions
+
+
+class ControllerObserver:
+    """Ticked by the round frame; runs the controller of a round whose client has one."""
+
+    interval_s = TICK_S
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.current: _Round | None = None
+
+    def tick(self, moment: RoundMoment) -> None:
+        setup = moment.setup
+        scenario = setup.scenario
+        if self.current is None or self.current.key != setup.instance:
+            found = controller_of(scenario["pattern"], scenario["config"])
+            if found is None:
+                self.current = None
+                return
+            name, prefix, controller = found
+            interval_s = float(scenario["config"][f"{prefix}interval"]) / 1000
+            self.current = _Round(setup.instance, name, prefix, controller, interval_s, moment.elapsed_s + interval_s)
+        state = self.current
+        if moment.elapsed_s < state.due_s or moment.retune is None:
+            return
+        state.due_s += state.interval_s * max(1, int((moment.elapsed_s - state.due_s) // state.interval_s) + 1)
+        table = moment.requests()
+        if table is None:
+            return
+        rows = table.slice(state.seen)
+        state.seen = table.num_rows
+        window = window_of(rows, moment.queue())
+        before = state.controller.value
+        after = state.controller.decide(window)
+        applied_ms = None
+        if after != before:
+            config = {**scenario["config"], f"{state.prefix}{state.controller.parameter}": after}
+            applied_ms = round(moment.retune(scenario["pattern"], config) * 1000, 3)
+        append_decision(self.run_dir, {
+            "scenarioId": scenario["id"], "round": setup.round_number, "client": scenario["client"],
+            "controller": state.name, "elapsedS": round(moment.elapsed_s, 3), "at": time.time(),
+            "parameter": state.controller.parameter, "previous": before, "value": after,
+            "appliedMs": applied_ms, "window": window.record(), "state": state.controller.state()})
