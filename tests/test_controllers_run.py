@@ -86,3 +86,56 @@ def test_the_report_draws_the_controller_beside_rt95(adaptive):
     assert lines[0].startswith("configuration,round,elapsedS,controller,parameter")
     assert len(lines) - 1 == len([d for d in read_decisions(run)])
     assert "Controllers over time" in (report / "report.html").read_text()
+
+
+def test_each_decision_is_algorithm_1_on_the_window_it_saw(adaptive):
+    """Replayed from controllers.jsonl: the limits the run set are the ones Algorithm 1 gives."""
+    from rbl.runner.controllers import AdaptiveBreaker, Window
+    run, rows, _ = adaptive
+    replay = AdaptiveBreaker({"http2MaxRequests": 1024, "trt": 100, "p": 0.9})
+    for decision in (d for d in read_decisions(run) if d["scenarioId"] == rows["haoc"]["scenarioId"]):
+        seen = decision["window"]
+        window = Window(seen["answered"], seen["successes"], seen["failed"], seen["circuitBroken"], seen["rt95Ms"],
+                        seen["queue"])
+        assert (decision["previous"], decision["value"]) == (replay.value, replay.decide(window)), decision
+
+
+AIMD = """space aimd {
+  rounds = 1
+  load = open
+  load.rps = 40
+  load.duration = 12s
+  load.warmup = 2s
+  load.timeout = 2s
+  target = "/status/200"
+  fault.kind = abort
+  fault.status = 503
+  fault.rate = 25%
+  client istio.aimd_retry {
+    attempts = 1
+    target = 100ms
+    retryOn = "5xx"
+    interval = 1s
+  }
+}
+"""
+
+
+def test_the_aimd_retry_halves_after_a_failing_window_and_adds_one_after_a_clean_one(tmp_path):
+    from rbl.runner.controllers import AimdRetry, Window
+    (tmp_path / "aimd.rbl").write_text(AIMD)
+    done = run_rbl("run", "aimd.rbl", "-o", "run", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    decisions = list(read_decisions(tmp_path / "run"))
+    assert 9 <= len(decisions) <= 14, [d["elapsedS"] for d in decisions]
+    replay = AimdRetry({"attempts": 1, "target": 100})
+    for decision in decisions:
+        seen = decision["window"]
+        window = Window(seen["answered"], seen["successes"], seen["failed"], seen["circuitBroken"], seen["rt95Ms"],
+                        seen["queue"])
+        assert (decision["previous"], decision["value"]) == (replay.value, replay.decide(window)), decision
+        assert decision["state"]["perTryTimeoutMs"] == (max(1, 100 // decision["value"]) if decision["value"] else None)
+    # both moves happened: a window with a failure (a 503 through every try) and a clean one
+    assert any(d["value"] < d["previous"] for d in decisions) and any(d["value"] > d["previous"] for d in decisions)
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert row["sidecarRetries"] > 0 and row["oracleViolations"] == []
