@@ -254,6 +254,7 @@ def test_a_locked_run_directory_names_the_process_holding_it(tmp_path):
     finally:
         first.close()
     RunDirectory.resume(tmp_path / "out").close()       # free again once the first one ends
+    assert (tmp_path / "out" / "run.lock").read_text() == ""       # and no ended holder's PID is left in it
 
 
 # -- a full disk, and run directories made whole or not at all -----------------------------------------

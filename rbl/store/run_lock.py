@@ -49,6 +49,12 @@ class RunLock:
 
     def release(self) -> None:
         if self.descriptor is not None:
+            # no holder's PID left behind for a run that is over; the file stays (unlinking a flocked
+            # file lets two later runners each lock a different file of the same name)
+            try:
+                os.ftruncate(self.descriptor, 0)
+            except OSError:
+                pass
             os.close(self.descriptor)         # closing drops the flock
             self.descriptor = None
 
