@@ -73,10 +73,11 @@ def plan_summary(space: TestSpace) -> str:
                      f"at most {space.max_requests} requests")
     else:
         lines.append(f"  target      {space.target}{_resources(space.target_resources)}, open-loop load")
-    lines += [
-        f"  |F| = {len(fault.rates):<6} fault rates ({what}): {_values(fault.rates)}",
-        f"  |U| = {len(space.users):<6} user counts: {_values(space.users)}",
-    ]
+    faulty = any(rate.v for rate in fault.rates)
+    lines.append(f"  |F| = {len(fault.rates):<6} fault rates ({what}): {_values(fault.rates)}" if faulty
+                 else f"  |F| = {len(fault.rates):<6} no fault injected (fault.rate = 0%)")
+    lines.append(f"  |U| = {len(space.users):<6} user counts: {_values(space.users)}" if space.workload is None
+                 else f"  |U| = {len(space.users):<6} no virtual users: requests go out at the load's rate")
     if space.workload is not None:
         lines.append(f"  |L| = {space.loads:<6} loads: " + "; ".join(
             f"{key} {'in [' + _values(values) + ']' if len(values) > 1 else '= ' + _values(values)}"
