@@ -153,10 +153,10 @@ def test_cli_run_of_a_compiled_plan_refuses_overrides(cli, tmp_path):
 
 
 def test_cli_check_and_plan_show_the_overrides(cli):
-    code, _, err = cli("check", QUICKSTART, "--rounds", "1", "--users", "5")
+    code, out, err = cli("check", QUICKSTART, "--rounds", "1", "--users", "5")
     assert code == 0
     assert "warning[W0303]" in err and "--> " in err
-    assert "ok: quickstart: 10 scenarios x 1 round = 10 runs" in err
+    assert "ok: quickstart: 10 scenarios x 1 round = 10 runs" in out
     code, out, _ = cli("plan", QUICKSTART, "--set", "fault.rate in [0%]", "--json")
     assert code == 0
     assert json.loads(out)["overrides"] == ["--set fault.rate in [0%]"]

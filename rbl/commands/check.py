@@ -28,7 +28,7 @@ def check(spec: Path = SpecArg,
     from ..report.labels import plural
     space = compile_spec(spec, overrides=overrides).space
     typer.echo(f"ok: {space.name}: {plural(space.size, 'scenario')} x {plural(space.rounds, 'round')} = "
-               f"{plural(space.runs, 'run')}", err=True)
+               f"{plural(space.runs, 'run')}")         # the verdict on stdout; diagnostics on stderr
 
 
 def diagnostics_json(result) -> list[dict]:
