@@ -137,9 +137,9 @@ class FakeSetup:
         self.scenario, self.instance, self.round_number = scenario, instance, 1
 
 
-def test_the_observer_decides_every_interval_and_retunes_only_a_changed_value(tmp_path):
+def test_the_observer_decides_at_each_tick_and_retunes_only_a_changed_value(tmp_path):
     scenario = {"id": "abc", "client": "haoc", "pattern": "adaptive_breaker",
-                "config": {"http2MaxRequests": 1024, "trt": 100, "p": 0.9, "interval": 1000}}
+                "config": {"http2MaxRequests": 1024, "trt": 100, "p": 0.9, "interval": 1500}}
     observer = ControllerObserver(tmp_path)
     answered: list[dict] = []
     retuned: list[tuple[str, dict]] = []
@@ -150,34 +150,40 @@ def test_the_observer_decides_every_interval_and_retunes_only_a_changed_value(tm
         observer.tick(RoundMoment(FakeSetup(scenario), elapsed, Counters({}, {}), lambda: table,
                                   lambda: queue[0], lambda pattern, config: retuned.append((pattern, config)) or 0.001))
 
-    tick(0.1)                                              # the round starts: first decision due at 1.1 s
-    answered += requests(40, 50.0)
-    tick(0.6)
+    observer.round_starts(FakeSetup(scenario))
+    assert observer.interval_s == 1.5                      # the frame ticks it every interval of this round
+    tick(1.5)                                              # nothing answered yet: nothing to decide
     assert retuned == [] and not list(read_decisions(tmp_path))
-    tick(1.2)                                              # the window: 40 successes, RT95 50, queue 10
+    answered += requests(40, 50.0)
+    tick(3.0)                                              # the window: 40 successes, RT95 50, queue 10
     (decision,) = read_decisions(tmp_path)
     assert decision["window"] == {"answered": 40, "successes": 40, "failed": 0, "circuitBroken": 0, "rt95Ms": 50.0,
                                   "queue": 10}
     assert (decision["previous"], decision["value"]) == (1024, 170) and decision["appliedMs"] == 1.0
+    assert decision["elapsedS"] == 3.0
     assert retuned == [("adaptive_breaker", {**scenario["config"], "http2MaxRequests": 170})]
     queue[0] = 0                                           # nothing in flight: the limit stays, nothing retuned
     answered += requests(10, 80.0)
-    tick(2.2)
+    tick(4.5)
     decisions = list(read_decisions(tmp_path))
     assert len(decisions) == 2 and decisions[1]["window"]["answered"] == 10       # only the new answers
     assert decisions[1]["value"] == 170 and decisions[1]["appliedMs"] is None and len(retuned) == 1
     # a new round starts a new controller from the configuration's own start
-    observer.tick(RoundMoment(FakeSetup(scenario, "s/1/2"), 0.1, Counters({}, {}), lambda: None, lambda: 5,
-                              lambda pattern, config: 0.0))
-    assert observer.current.controller.value == 1024
+    observer.round_starts(FakeSetup(scenario, "s/1/2"))
+    assert observer.current.controller.value == 1024 and observer.current.seen == 0
 
 
-def test_the_observer_leaves_a_round_without_a_controller_alone(tmp_path):
+def test_the_observer_is_not_ticked_in_a_round_without_a_controller(tmp_path):
     observer = ControllerObserver(tmp_path)
-    scenario = {"id": "x", "client": "static", "pattern": "circuit_breaker", "config": {"http2MaxRequests": 1}}
-    observer.tick(RoundMoment(FakeSetup(scenario), 30.0, Counters({}, {}), lambda: None, lambda: 1,
+    observer.round_starts(FakeSetup({"id": "a", "client": "haoc", "pattern": "adaptive_breaker",
+                                     "config": {"http2MaxRequests": 4, "trt": 100, "p": 0.9, "interval": 2000}}))
+    assert observer.interval_s == 2.0
+    observer.round_starts(FakeSetup({"id": "x", "client": "static", "pattern": "circuit_breaker",
+                                     "config": {"http2MaxRequests": 1}}, "s/2/1"))
+    assert observer.interval_s is None and observer.current is None      # the frame leaves it out of the round
+    observer.tick(RoundMoment(FakeSetup({"id": "x"}), 30.0, Counters({}, {}), lambda: None, lambda: 1,
                               lambda pattern, config: pytest.fail("a static policy is never retuned")))
-    assert observer.current is None and not list(read_decisions(tmp_path))
+    assert not list(read_decisions(tmp_path))
 
 
 def test_a_window_counts_the_classes_and_the_p95_of_successes():

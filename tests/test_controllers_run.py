@@ -100,42 +100,53 @@ def test_each_decision_is_algorithm_1_on_the_window_it_saw(adaptive):
         assert (decision["previous"], decision["value"]) == (replay.value, replay.decide(window)), decision
 
 
+# a twentieth of the requests delayed 150 ms, and no retry of a timed-out try (retryOn): with retries, a
+# delayed request outlasts its per-try timeout and fails (halve); with none left, a window of 20 with
+# at most one delayed request is timely (one more attempt); both come up in a dozen windows
 AIMD = """space aimd {
   rounds = 1
   load = open
-  load.rps = 40
+  load.rps = 20
   load.duration = 12s
   load.warmup = 2s
   load.timeout = 2s
   target = "/status/200"
-  fault.kind = abort
-  fault.status = 503
-  fault.rate = 25%
+  fault.kind = delay
+  fault.duration = 150ms
+  fault.rate = 5%
   client istio.aimd_retry {
-    attempts = 1
+    attempts = 2
     target = 100ms
-    retryOn = "5xx"
+    retryOn = "connect-failure"
     interval = 1s
   }
 }
 """
 
 
-def test_the_aimd_retry_halves_after_a_failing_window_and_adds_one_after_a_clean_one(tmp_path):
+def test_the_aimd_retry_halves_after_a_late_window_and_adds_one_after_a_timely_one(tmp_path):
     from rbl.runner.controllers import AimdRetry, Window
     (tmp_path / "aimd.rbl").write_text(AIMD)
     done = run_rbl("run", "aimd.rbl", "-o", "run", cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     decisions = list(read_decisions(tmp_path / "run"))
     assert 9 <= len(decisions) <= 14, [d["elapsedS"] for d in decisions]
-    replay = AimdRetry({"attempts": 1, "target": 100})
+    replay = AimdRetry({"attempts": 2, "target": 100})
     for decision in decisions:
         seen = decision["window"]
         window = Window(seen["answered"], seen["successes"], seen["failed"], seen["circuitBroken"], seen["rt95Ms"],
                         seen["queue"])
         assert (decision["previous"], decision["value"]) == (replay.value, replay.decide(window)), decision
         assert decision["state"]["perTryTimeoutMs"] == (max(1, 100 // decision["value"]) if decision["value"] else None)
-    # both moves happened: a window with a failure (a 503 through every try) and a clean one
     assert any(d["value"] < d["previous"] for d in decisions) and any(d["value"] > d["previous"] for d in decisions)
+    # the last value set is the route's retry policy in the sidecar's files
+    last = [d for d in decisions if d["appliedMs"] is not None][-1]
+    route = json.loads((tmp_path / "run" / "envoy" / "sidecar-istio" / "rds.json").read_text())["resources"][0]
+    policy = route["virtual_hosts"][0]["routes"][0]["route"].get("retry_policy")
+    if last["value"] == 0:
+        assert policy is None
+    else:
+        assert policy["num_retries"] == last["value"]
+        assert policy["per_try_timeout"] == f"{max(1, 100 // last['value']) / 1000:.3f}s"
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    assert row["sidecarRetries"] > 0 and row["oracleViolations"] == []
+    assert row["oracleViolations"] == []

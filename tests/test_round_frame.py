@@ -55,6 +55,8 @@ class Recorder:
 
     def tick(self, moment: RoundMoment) -> None:
         self.moments.append((time.monotonic(), moment))
+        # what an adaptive controller reads at its tick: the requests answered so far, the sidecar's queue
+        self.live = getattr(self, "live", []) + [(moment.requests(), moment.queue())]
 
 
 def run_with(tmp_path: Path, spec: str, observer: Recorder) -> list[dict]:
@@ -105,3 +107,20 @@ def test_an_observer_ticks_during_an_open_loop_round_and_sees_the_sidecar(tmp_pa
     assert moment.counters.sidecar is not None
     assert max(m.counters.sidecar.get("sidecarUpstreamRequests", 0) for _, m in observer.moments) > 0, \
         observer.moments[-1][1].counters.sidecar
+    # and the round's requests as they are answered, growing while the load runs, beside the live queue
+    answered = [table.num_rows if table is not None else 0 for table, _ in observer.live]
+    assert answered == sorted(answered) and 0 < max(answered) <= total and len(set(answered)) >= 3, answered
+    assert all(isinstance(queue, int) and queue >= 0 for _, queue in observer.live)
+
+
+class OneRoundOnly(Recorder):
+    """Ticked in the rounds it chooses: round_starts may leave it out of a round (interval None)."""
+
+    def round_starts(self, setup) -> None:
+        self.interval_s = 0.25 if setup.round_number == 2 else None
+
+
+def test_an_observer_may_leave_itself_out_of_a_round(tmp_path):
+    observer = OneRoundOnly(interval_s=0.25)
+    run_with(tmp_path, OPEN.replace("rounds = 1", "rounds = 2"), observer)
+    assert observer.moments and {moment.setup.round_number for _, moment in observer.moments} == {2}

@@ -1,6 +1,6 @@
 """Controllers: policies retuned while the load runs (the catalogue's istio.adaptive_breaker and
-istio.aimd_retry; docs/library-semantics.md, section istio). The round frame ticks ControllerObserver
-often; on a round whose client is a controller, every `interval` it measures the window since the
+istio.aimd_retry; docs/library-semantics.md, section istio). On a round whose client is a
+controller, the round frame ticks ControllerObserver every `interval`: it measures the window since the
 last decision (the requests answered meanwhile, the sidecar's requests in flight), asks the
 controller for the controlled parameter's next value, puts a changed value in force through the
 sidecar's watched files (the frame's retune), and records the decision (store/controllers.py).
@@ -25,7 +25,6 @@ from ..libraries.istio import ADAPTIVE_BREAKER, AIMD_RETRY, CONTROLLED, aimd_per
 from ..store.controllers import append_decision
 from .round import RoundMoment
 
-TICK_S = 0.1                 # how often the frame ticks the observer; a decision is due every `interval`
 MAX_LIMIT = 2147483647       # the catalogue's bound on http2MaxRequests
 FAILED = ("failed", "timed_out", "rejected")
 
@@ -121,39 +120,36 @@ def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
 
 @dataclass
 class _Round:
-    key: str                     # the round's instance (a new round, a new controller)
     name: str
     prefix: str
     controller: object
-    interval_s: float
-    due_s: float
     seen: int = 0                # rows of the round's requests read at earlier decisions
 
 
 class ControllerObserver:
-    """Ticked by the round frame; runs the controller of a round whose client has one."""
-
-    interval_s = TICK_S
+    """Runs the controller of a round whose client has one: the frame ticks it every `interval` of
+    that round (round_starts sets it), and not at all in a round without one."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.current: _Round | None = None
+        self.interval_s: float | None = None
+
+    def round_starts(self, setup) -> None:
+        """A new round: a new controller from the configuration's own start, or none."""
+        scenario = setup.scenario
+        found = controller_of(scenario["pattern"], scenario["config"])
+        if found is None:
+            self.current, self.interval_s = None, None
+            return
+        name, prefix, controller = found
+        self.current = _Round(name, prefix, controller)
+        self.interval_s = float(scenario["config"][f"{prefix}interval"]) / 1000
 
     def tick(self, moment: RoundMoment) -> None:
-        setup = moment.setup
-        scenario = setup.scenario
-        if self.current is None or self.current.key != setup.instance:
-            found = controller_of(scenario["pattern"], scenario["config"])
-            if found is None:
-                self.current = None
-                return
-            name, prefix, controller = found
-            interval_s = float(scenario["config"][f"{prefix}interval"]) / 1000
-            self.current = _Round(setup.instance, name, prefix, controller, interval_s, moment.elapsed_s + interval_s)
         state = self.current
-        if moment.elapsed_s < state.due_s or moment.retune is None:
+        if state is None or moment.retune is None:
             return
-        state.due_s += state.interval_s * max(1, int((moment.elapsed_s - state.due_s) // state.interval_s) + 1)
         table = moment.requests()
         if table is None:
             return
@@ -162,12 +158,13 @@ class ControllerObserver:
         window = window_of(rows, moment.queue())
         before = state.controller.value
         after = state.controller.decide(window)
+        scenario = moment.setup.scenario
         applied_ms = None
         if after != before:
             config = {**scenario["config"], f"{state.prefix}{state.controller.parameter}": after}
             applied_ms = round(moment.retune(scenario["pattern"], config) * 1000, 3)
         append_decision(self.run_dir, {
-            "scenarioId": scenario["id"], "round": setup.round_number, "client": scenario["client"],
+            "scenarioId": scenario["id"], "round": moment.setup.round_number, "client": scenario["client"],
             "controller": state.name, "elapsedS": round(moment.elapsed_s, 3), "at": time.time(),
             "parameter": state.controller.parameter, "previous": before, "value": after,
             "appliedMs": applied_ms, "window": window.record(), "state": state.controller.state()})

@@ -73,9 +73,11 @@ class RoundMoment:
 
 
 class Observer(Protocol):
-    """Ticked by the frame every `interval_s` while a round's driver drives."""
+    """Ticked by the frame every `interval_s` while a round's driver drives. An observer may also
+    have `round_starts(setup)`, which the frame calls before each round's driving (then it may set
+    its interval for that round; None: not ticked in it)."""
 
-    interval_s: float
+    interval_s: float | None
 
     def tick(self, moment: RoundMoment) -> None: ...
 
@@ -176,13 +178,18 @@ class RoundFrame:
 
     def _drive(self, setup: RoundSetup, driving: Driving, sidecar_before, begin: float):
         """Wait for the driving to end, ticking each observer on its own interval meanwhile."""
-        due = {id(observer): begin + observer.interval_s for observer in self.observers}
+        for observer in self.observers:
+            starts = getattr(observer, "round_starts", None)
+            if starts is not None:
+                starts(setup)
+        observers = [observer for observer in self.observers if observer.interval_s is not None]
+        due = {id(observer): begin + observer.interval_s for observer in observers}
         while True:
             step = min(due.values(), default=time.perf_counter() + 3600.0) - time.perf_counter()
             if driving.wait(max(0.0, step)):
                 return driving.result()
             now = time.perf_counter()
-            ticked = [observer for observer in self.observers if due[id(observer)] <= now]
+            ticked = [observer for observer in observers if due[id(observer)] <= now]
             if ticked:
                 counters = Counters(self.services.fault.counters(),
                                     _increase(sidecar_before, self.services.client_counters(setup.library)))
