@@ -150,3 +150,95 @@ def test_the_aimd_retry_halves_after_a_late_window_and_adds_one_after_a_timely_o
         assert policy["per_try_timeout"] == f"{max(1, 100 // last['value']) / 1000:.3f}s"
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert row["oracleViolations"] == []
+
+
+HALVING = '''class Halving:
+    """The docs' example (docs/controllers.md): halve after a late window, one more after a timely one."""
+
+    def __init__(self, params):
+        self.value = params["http2MaxRequests"]
+        self.trt_ms = params["trt"]
+        self.seen = 0
+
+    def decide(self, window):
+        self.seen += 1
+        if window.rt95_ms is not None and window.rt95_ms > self.trt_ms:
+            self.value = max(1, self.value // 2)
+        else:
+            self.value += 1
+        return self.value
+
+    def state(self):
+        return {"windows": self.seen}
+
+
+class Broken:
+    def __init__(self, params):
+        self.value = params["http2MaxRequests"]
+
+    def decide(self, window):
+        raise RuntimeError("no idea")
+'''
+
+OWN = """space own_controller {
+  rounds = 1
+  load = open
+  load.rps = 20
+  load.duration = 6s
+  load.warmup = 1s
+  load.timeout = 2s
+  target = "/status/200"
+  fault.kind = delay
+  fault.duration = 150ms
+  fault.rate = 10%
+  client istio.adaptive_breaker as limit {
+    controller in ["haoc", "halving"]
+    http2MaxRequests = 64
+    trt = 100ms
+    interval = 1s
+  }
+}
+"""
+
+
+def installed_package(root: Path) -> dict:
+    """A package with controllers under the entry-point group, on PYTHONPATH (as `pip install` would make it)."""
+    (root / "mycontrollers.py").write_text(HALVING)
+    info = root / "mycontrollers-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mycontrollers\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rbl.controllers]\nhalving = mycontrollers:Halving\n"
+                                           "broken = mycontrollers:Broken\n")
+    import os
+    return {"PYTHONPATH": f"{REPO}{os.pathsep}{root}"}
+
+
+def test_a_controller_of_one_s_own_runs_beside_the_built_in_one(tmp_path):
+    (tmp_path / "site").mkdir()
+    env = installed_package(tmp_path / "site")
+    (tmp_path / "own.rbl").write_text(OWN)
+    checked = run_rbl("check", "own.rbl", cwd=tmp_path, env=env)
+    assert checked.returncode == 0, checked.stderr
+    unknown = run_rbl("check", "own.rbl", cwd=tmp_path)                   # without the package
+    assert unknown.returncode == 1 and "no controller named 'halving' is installed" in unknown.stderr
+    assert "own.rbl:13:5" in unknown.stderr
+    done = run_rbl("run", "own.rbl", "-o", "run", cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    decisions = list(read_decisions(tmp_path / "run"))
+    mine = [d for d in decisions if d["algorithm"] == "halving"]
+    assert {d["algorithm"] for d in decisions} == {"haoc", "halving"} and 4 <= len(mine) <= 8
+    value = 64
+    for decision in mine:                      # the decisions are Halving's, on the windows it saw
+        late = decision["window"]["rt95Ms"] is not None and decision["window"]["rt95Ms"] > 100
+        value = max(1, value // 2) if late else value + 1
+        assert (decision["value"], decision["state"]) == (value, {"windows": mine.index(decision) + 1})
+
+
+def test_a_controller_that_fails_fails_its_round_with_its_message(tmp_path):
+    (tmp_path / "site").mkdir()
+    env = installed_package(tmp_path / "site")
+    (tmp_path / "broken.rbl").write_text(OWN.replace('controller in ["haoc", "halving"]', 'controller = "broken"'))
+    done = run_rbl("run", "broken.rbl", "-o", "run", cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    failures = (tmp_path / "run" / "failures.jsonl").read_text()
+    assert "controller 'broken' failed: RuntimeError: no idea" in failures

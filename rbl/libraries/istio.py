@@ -43,6 +43,11 @@ def placed_policies(policies: dict[str, dict], entry: str, services: tuple[str, 
 ADAPTIVE_BREAKER = "adaptive_breaker"
 AIMD_RETRY = "aimd_retry"
 CONTROLLED = {ADAPTIVE_BREAKER: "http2MaxRequests", AIMD_RETRY: "attempts"}
+# the bounds of each controlled parameter (the catalogue's): a controller's value is kept within them
+CONTROLLED_BOUNDS = {ADAPTIVE_BREAKER: (1, 2147483647), AIMD_RETRY: (0, 2147483647)}
+# the algorithm each controller pattern runs unless its `controller` names another
+BUILT_IN_CONTROLLERS = {ADAPTIVE_BREAKER: "haoc", AIMD_RETRY: "aimd"}
+CONTROLLER_GROUP = "rbl.controllers"        # the entry-point group of controllers of one's own
 
 
 def aimd_per_try_timeout_ms(target_ms: float, attempts: int) -> int | None:

@@ -12,8 +12,10 @@ The algorithms are the papers', step for step:
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
@@ -21,8 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..libraries.composition import pattern_names
-from ..libraries.istio import ADAPTIVE_BREAKER, AIMD_RETRY, CONTROLLED, aimd_per_try_timeout_ms
+from ..libraries.istio import (BUILT_IN_CONTROLLERS, CONTROLLED, CONTROLLED_BOUNDS, CONTROLLER_GROUP,
+                               aimd_per_try_timeout_ms)
 from ..store.controllers import append_decision
+from .backend import RoundFailed
 from .round import RoundMoment
 
 MAX_LIMIT = 2147483647       # the catalogue's bound on http2MaxRequests
@@ -58,6 +62,7 @@ class AdaptiveBreaker:
     """HAOC's Algorithm 1: alpha = RT95 / queue, smoothAlpha = p * smoothAlpha + (1 - p) * alpha,
     limit = TRT / smoothAlpha; both alphas start at TRT / the starting limit."""
 
+    name = "haoc"
     parameter = "http2MaxRequests"
 
     def __init__(self, params: dict):
@@ -83,6 +88,7 @@ class AimdRetry:
     exceeded the target or that had a failed or circuit-broken request, else add one; never above
     the target in ms. Its per-try timeout follows (max(1, target / attempts) ms)."""
 
+    name = "aimd"
     parameter = "attempts"
 
     def __init__(self, params: dict):
@@ -103,11 +109,22 @@ class AimdRetry:
         return {"perTryTimeoutMs": aimd_per_try_timeout_ms(self.target_ms, self.value)}
 
 
-KINDS = {ADAPTIVE_BREAKER: AdaptiveBreaker, AIMD_RETRY: AimdRetry}
+BUILT_IN = {"haoc": AdaptiveBreaker, "aimd": AimdRetry}
+
+
+class ControllerFailed(RoundFailed):
+    """A controller of one's own could not be loaded, or failed to decide."""
+
+
+def installed_controllers() -> dict[str, object]:
+    """The controllers of one's own: name -> entry point, of the group rbl.controllers."""
+    return {point.name: point for point in entry_points(group=CONTROLLER_GROUP)}
 
 
 def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
-    """(controller pattern, its config key prefix, a fresh controller) of a configuration, or None."""
+    """(controller pattern, its config key prefix, a fresh controller) of a configuration, or None.
+    The controller is the built-in algorithm, or the one its `controller` names among those
+    installed (docs/controllers.md), made from the pattern's parameters."""
     names = pattern_names(pattern)
     found = [name for name in names if name in CONTROLLED]
     if not found:
@@ -115,7 +132,51 @@ def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
     name = found[0]
     prefix = "" if len(names) == 1 else f"{name}."
     params = {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
-    return name, prefix, KINDS[name](params)
+    algorithm = params.get("controller", BUILT_IN_CONTROLLERS[name])
+    if algorithm == BUILT_IN_CONTROLLERS[name]:
+        return name, prefix, BUILT_IN[algorithm](params)
+    point = installed_controllers().get(algorithm)
+    if point is None:
+        raise ControllerFailed(f"no controller named {algorithm!r} is installed (entry points of {CONTROLLER_GROUP})")
+    try:
+        return name, prefix, OwnController(algorithm, point.load()(dict(params)), name)
+    except Exception as error:                       # a controller of one's own: whatever it raises
+        raise ControllerFailed(f"controller {algorithm!r} could not be made: {type(error).__name__}: {error}") \
+            from error
+
+
+class OwnController:
+    """A controller of one's own, held to the interface (docs/controllers.md): its `decide(window)`
+    must return a whole number, kept within the controlled parameter's bounds; what it raises fails
+    the round with its message."""
+
+    def __init__(self, name: str, inner, pattern: str):
+        self.name, self.inner = name, inner
+        self.parameter = CONTROLLED[pattern]
+        self.low, self.high = CONTROLLED_BOUNDS[pattern]
+        self.value = self._bounded(getattr(inner, "value", None))
+
+    def _bounded(self, value) -> int:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ControllerFailed(f"controller {self.name!r} gave {value!r}, not a number of {self.parameter}")
+        return max(self.low, min(self.high, int(value)))
+
+    def decide(self, window: Window) -> int:
+        try:
+            value = self.inner.decide(window)
+        except Exception as error:
+            raise ControllerFailed(f"controller {self.name!r} failed: {type(error).__name__}: {error}") from error
+        self.value = self._bounded(value)
+        return self.value
+
+    def state(self) -> dict:
+        state = getattr(self.inner, "state", None)
+        try:
+            found = state() if callable(state) else {}
+            json.dumps(found, allow_nan=False)
+            return found if isinstance(found, dict) else {"state": str(found)}
+        except Exception:                           # its record must stay valid JSON, whatever it keeps
+            return {}
 
 
 @dataclass
@@ -165,6 +226,6 @@ class ControllerObserver:
             applied_ms = round(moment.retune(scenario["pattern"], config) * 1000, 3)
         append_decision(self.run_dir, {
             "scenarioId": scenario["id"], "round": moment.setup.round_number, "client": scenario["client"],
-            "controller": state.name, "elapsedS": round(moment.elapsed_s, 3), "at": time.time(),
+            "controller": state.name, "algorithm": state.controller.name, "elapsedS": round(moment.elapsed_s, 3), "at": time.time(),
             "parameter": state.controller.parameter, "previous": before, "value": after,
             "appliedMs": applied_ms, "window": window.record(), "state": state.controller.state()})

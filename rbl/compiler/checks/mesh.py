@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from ...libraries.istio import ADAPTIVE_BREAKER, AIMD_RETRY, CONTROLLED, RETRY_CONDITIONS
+from ...libraries.istio import (ADAPTIVE_BREAKER, AIMD_RETRY, BUILT_IN_CONTROLLERS, CONTROLLED, CONTROLLER_GROUP,
+                                RETRY_CONDITIONS)
 from ..axes import RangeAxis
 from ..space import ClientSpec, Param
 from .context import CheckContext
@@ -51,6 +52,13 @@ def _check_controller(ctx: CheckContext, client: ClientSpec, controller: str, po
     elif ctx.topology is not None:
         ctx.diags.error("E0228", f"`{controller}` runs on one hop for now, not on a topology", where,
                         "a controller on a topology", help="remove the topology, or use a static policy")
+    elif (unknown := _unknown_algorithm(client, controller, policies)) is not None:
+        value, installed = unknown
+        ctx.diags.error("E0228", f"no controller named {value!r} is installed", _value_span(client, controller, policies),
+                        "not built in, not an entry point", help=f"`{controller}` runs "
+                        f"`{BUILT_IN_CONTROLLERS[controller]}`, or a controller of your own installed under the "
+                        f"entry-point group {CONTROLLER_GROUP} (docs/controllers.md); installed here: "
+                        f"{', '.join(installed[:8]) or 'none'}")
     elif CONTROLS[controller] in policies:
         ctx.diags.error("E0228", f"`{controller}` sets the {CONTROLS[controller]} it controls; it cannot be "
                                  f"composed with `{CONTROLS[controller]}`", where, "both set the same field",
@@ -105,3 +113,26 @@ def _has_zero(param: Param) -> bool:
     if isinstance(param.values, RangeAxis):       # ascending, never enumerated: 0 can only be first
         return param.values.count > 0 and param.values[0].v == 0
     return any(value.v == 0 for value in param.values)
+
+
+def _controller_param(client: ClientSpec, controller: str, policies: list[str]) -> Param | None:
+    qualified = "" if len(policies) == 1 else f"{controller}."
+    return next((p for p in client.params if p.name == f"{qualified}controller"), None)
+
+
+def _unknown_algorithm(client: ClientSpec, controller: str, policies: list[str]) -> tuple[str, list[str]] | None:
+    """The first `controller` value that is neither built in nor installed, with what is installed."""
+    param = _controller_param(client, controller, policies)
+    if param is None:
+        return None
+    from importlib.metadata import entry_points
+    installed = sorted(point.name for point in entry_points(group=CONTROLLER_GROUP))
+    for value in param.values:
+        if value.v != BUILT_IN_CONTROLLERS[controller] and value.v not in installed:
+            return str(value.v), installed
+    return None
+
+
+def _value_span(client: ClientSpec, controller: str, policies: list[str]):
+    param = _controller_param(client, controller, policies)
+    return param.span if param is not None and param.span is not None else client.span
