@@ -209,3 +209,31 @@ def test_the_istio_target_writes_a_controller_s_starting_point_which_istio_accep
     haoc = [f for f in files if "haoc" in str(f)]
     assert haoc and all("http2MaxRequests: 1024" in f.read_text() for f in haoc)
     assert all("adaptive_breaker is a controller" in f.read_text() for f in haoc)
+
+
+@pytest.mark.parametrize("given, kept", [(5, 5), (7.9, 7), (0, 1), (-3, 1), (2**40, 2147483647)])
+def test_a_controller_of_one_s_own_is_kept_within_the_parameter_s_bounds(given, kept):
+    from rbl.runner.controllers import OwnController
+
+    class Fixed:
+        value = 10
+
+        def decide(self, window):
+            return given
+    own = OwnController("fixed", Fixed(), "adaptive_breaker")
+    assert own.decide(window()) == kept
+
+
+@pytest.mark.parametrize("given", [float("inf"), float("nan"), "12", None, True])
+def test_a_controller_of_one_s_own_that_gives_no_number_fails_its_round(given):
+    from rbl.runner.backend import RoundFailed
+    from rbl.runner.controllers import OwnController
+
+    class Odd:
+        value = 10
+
+        def decide(self, window):
+            return given
+    own = OwnController("odd", Odd(), "aimd_retry")
+    with pytest.raises(RoundFailed, match="controller 'odd' gave"):
+        own.decide(window())

@@ -13,6 +13,7 @@ The algorithms are the papers', step for step:
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -157,7 +158,7 @@ class OwnController:
         self.value = self._bounded(getattr(inner, "value", None))
 
     def _bounded(self, value) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ControllerFailed(f"controller {self.name!r} gave {value!r}, not a number of {self.parameter}")
         return max(self.low, min(self.high, int(value)))
 
