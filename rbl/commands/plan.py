@@ -32,15 +32,27 @@ def plan(spec: Path = SpecArg,
         typer.echo(json.dumps(mapping_json(space), indent=2) if json_output else mapping_text(space))
         return
     expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time)
+    header = plan_header(space)
+    from .first_run import first_run_costs
+    first = first_run_costs(space, header)
+    extra_s = sum(seconds for seconds, _ in first)
     if json_output:
-        header = plan_header(space)
         keys = ("name", "size", "rounds", "runs", "breakdown", "fault", "users", "clients")
         typer.echo(json.dumps({**{k: header[k] for k in keys},
                                **({"overrides": list(space.overrides)} if space.overrides else {}),
-                               "estimated_seconds": round(expected.seconds, 1)}, indent=2))
+                               "estimated_seconds": round(expected.seconds + extra_s, 1),
+                               "first_run_seconds": round(extra_s, 1)}, indent=2))
         return
+    from ..estimate import duration_text
     from ..planview import plan_summary
     typer.echo(plan_summary(space))
-    typer.echo(f"time    = {expected.text()}")
+    if space.workload is None:
+        typer.echo(f"time    = {expected.text()}")
+    else:                                  # open loop: a round lasts its load's duration, not its requests
+        typer.echo(f"time    = about {duration_text(expected.seconds)} (each round its load's duration, "
+                   "and its drain)")
+    if first:
+        typer.echo(f"          + about {duration_text(extra_s)} before the first round on this machine: "
+                   + ", ".join(what for _, what in first))
     if space.overrides:
         typer.echo(f"overrides: {', '.join(space.overrides)}")
