@@ -70,3 +70,19 @@ def test_quickstart_uses_only_python_libraries():
     space = compile_file(EXAMPLES / "quickstart.rbl").space
     assert {c.library.requires for c in space.clients} == {"python"}
     assert space.size <= 40
+
+
+# The warnings the shipped examples mean to show (each demonstrates its lint); any other is a mistake.
+INTENDED_WARNINGS = {
+    "ccpe-listing4.rbl": [("W0501", 30)],          # Polly's and Resilience4j's retries differ (the paper's point)
+    "sbrc2022-retry.rbl": [("W0501", 20)],
+    "mesh-vs-library.rbl": [("W0503", 29), ("W0501", 32), ("W0501", 33), ("W0501", 34)],   # Istio's retry is not theirs
+    "overload-spikes.rbl": [("W0503", 28)],        # Istio approximates the neutral retry
+}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_an_example_warns_only_where_it_means_to(name):
+    result = compile_file(EXAMPLES / name)
+    found = [(d.code, d.primary.span.line) for d in result.diagnostics if d.severity == "warning"]
+    assert found == INTENDED_WARNINGS.get(name, []), found
