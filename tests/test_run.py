@@ -261,6 +261,19 @@ def test_kill_9_then_resume_gives_every_row_exactly_once(tmp_path):
     assert [s["status"] for s in manifest["sessions"]][-1] == "finished"
 
 
+def test_resuming_a_finished_run_starts_nothing(tmp_path):
+    process, out = _start_long_run(tmp_path)
+    process.wait(timeout=300)
+    assert process.returncode == 0
+    logs = {p.name: p.stat().st_size for p in (out / "logs").iterdir()}
+    manifest = (out / "manifest.json").read_text()
+    done = rbl("run", "--resume", "out", cwd=tmp_path)
+    assert done.returncode == 0 and "nothing to resume: every round of out is done" in done.stderr, done.stderr
+    assert "fault proxy" not in done.stderr                 # no service was started
+    assert {p.name: p.stat().st_size for p in (out / "logs").iterdir()} == logs
+    assert (out / "manifest.json").read_text() == manifest  # and no session added
+
+
 def test_ctrl_c_stops_every_service_and_keeps_finished_rounds(tmp_path):
     process, out = _start_long_run(tmp_path)
     pids = _service_pids(out)

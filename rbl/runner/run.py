@@ -32,7 +32,8 @@ from ..store.durable import is_storage_error, storage_error
 from ..store.plan_file import check_header
 from ..store.run_layout import CALIBRATION
 from ..store.results import RunDirectory
-from ..store.run_order import RunOrder, check_order_fits, choose_order, recorded_order, rounds_per_scenario
+from ..store.run_order import (RunOrder, check_order_fits, choose_order, ordered_runs, recorded_order,
+                               rounds_per_scenario)
 from ..store.shards import Shard
 from .backend import Backend, Prepared
 from .executor import DEFAULT_ROUND_TIMEOUT, ExecutionSettings, Executor, RunOutcome
@@ -94,6 +95,12 @@ def resume_run(out: Path, backend: Backend, console: Console, settings: RunSetti
                              hint="resume without the spec argument, or start a new run")
         run_order = _resumed_order(run, header, settings.order, settings.order_seed, console)
         shards.apply(run, header, shards.recorded_shard(run.read_manifest()), rounds_per_scenario(header))
+        left = sum(1 for scenario, number in ordered_runs(run_order, run.scenarios, rounds_per_scenario(header))
+                   if (scenario["id"], number) not in run.completed)
+        if not left:                               # nothing to run: build and start nothing for it
+            console.print(f"nothing to resume: every round of {out} is done "
+                          f"(`rbl report {out}` reports it)", highlight=False, markup=False)
+            return EXIT_OK
         prepared = backend.check(header, console)
         for warning in run.warnings:
             console.print(f"warning: {warning}", highlight=False, markup=False)
