@@ -128,3 +128,25 @@ def test_kubernetes_still_refuses_a_topology_plainly(tmp_path):
                    str(tmp_path / "k"), cwd=tmp_path)
     assert done.returncode == 2 and "cannot deploy a topology yet" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "k").exists()
+
+
+def test_services_whose_containers_would_share_a_name_are_refused(tmp_path):
+    spec = """space clash {
+  load = open
+  load.rps = 10
+  topology {
+    entry = a
+    service a {
+      work = none()
+      replicas = 2
+      calls a_2
+    }
+    service a_2 { work = none() }
+  }
+  client istio.retry { host = a }
+}
+"""
+    (tmp_path / "clash.rbl").write_text(spec)
+    done = run_rbl("compile", "clash.rbl", "-o", "out", cwd=tmp_path)
+    assert done.returncode == 2 and "would both have a container named 'svc-a-2'" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists() and "Traceback" not in done.stderr

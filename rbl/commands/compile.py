@@ -84,8 +84,10 @@ def compile_(spec: Path = SpecArg,
                          hint="`rbl compile --target istio -o DIR` writes the topology's policies for a real mesh, "
                               "`--target compose` its services and sidecars as containers; `-o -` prints the plan")
     if space.topology is not None and target == "compose":
+        from ..targets.compose.topology_services import check_container_names
         from ..targets.istio import check_service_names
         check_service_names(space.topology, "--target compose names each service's containers after it")
+        check_container_names(space.topology)
     if space.topology is not None and service is not None:
         raise UsageError("--service names the one target of a space without a topology; a topology's rules are "
                          "named after its services", hint="leave out --service")

@@ -23,6 +23,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 
+from ...errors import UsageError
 from ...mesh.sidecar_config import SidecarAddresses, discovery_response, sidecar_bootstrap
 from ...mesh.topology_sidecars import caller_resources
 from ...topology import Topology, chain_config, kubernetes_service, topology_from_record
@@ -69,6 +70,17 @@ def replica_containers(topology: Topology) -> list[ReplicaContainer]:
     """Every replica of every service, in the topology's order (callers before the services they call)."""
     return [ReplicaContainer(name, index, replica_name(name, index), service.replica_cpus(index), bool(service.calls))
             for name in topology.order() for service in [topology.service(name)] for index in range(service.replicas)]
+
+
+def check_container_names(topology: Topology) -> None:
+    """Refuse a topology two of whose replicas would get one container name (service `a` with three
+    replicas and a service `a_2` both make `svc-a-2`)."""
+    seen: dict[str, str] = {}
+    for replica in replica_containers(topology):
+        other = seen.setdefault(replica.name, replica.service)
+        if other != replica.service:
+            raise UsageError(f"services {other!r} and {replica.service!r} would both have a container named "
+                             f"{replica.name!r}", hint="rename one of them (a replica of a service S is svc-S-N)")
 
 
 def entry_upstreams(topology: Topology) -> list[tuple[str, int]]:
