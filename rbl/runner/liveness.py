@@ -30,6 +30,11 @@ def process_problem(process) -> str | None:
     return f"exited (killed by signal {-code})" if code < 0 else f"exited with code {code}"
 
 
+# The proxy's own 503: its upstream overflowed or failed, as a target still working off an overloaded
+# round's queue makes it; an impostor answers otherwise (rbl/runner/round.py waits this one out)
+BUSY = "the fault proxy's upstream did not answer in time:"
+
+
 def probe_target(base_url: str, token: str, timeout: float = PROBE_TIMEOUT) -> str | None:
     """Why a request through the proxy did not reach the run's own target, or None.
 
@@ -47,6 +52,8 @@ def probe_target(base_url: str, token: str, timeout: float = PROBE_TIMEOUT) -> s
     finally:
         connection.close()
     answered = response.getheader(TOKEN_HEADER)
+    if answered is None and response.status == 503:
+        return f"{BUSY} GET {PROBE_PATH} answered HTTP 503 without the run's token"
     if answered != token:
         what = "without the run's token" if answered is None else "with another run's token"
         return (f"the fault proxy's upstream is not this run's target: GET {PROBE_PATH} answered "

@@ -21,9 +21,10 @@ from ..plan_records import ClientKind, Load, client_kind, load_of
 from ..topology import topology_from_record
 from .backend import RoundFailed, Services
 from .hops import PEAKS, HopSampler, chain_columns, highest, hop_record, increase
-from .liveness import ServicesLost, probe_target
+from .liveness import BUSY, ServicesLost, probe_target
 
 DRAIN_POLL_S = 0.5
+BUSY_GRACE_S = 60.0      # how long a round's start waits for a target whose proxy still answers 503
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,11 @@ class RoundFrame:
         if probe is not None:
             self.services.fault.clear()          # the last round's fault would abort or delay the probe
             problem = probe_target(*probe)
+            deadline = time.monotonic() + BUSY_GRACE_S
+            # a target still working off an overloaded round's queue: only a 503 that lasts is a lost target
+            while problem is not None and problem.startswith(BUSY) and time.monotonic() < deadline:
+                time.sleep(DRAIN_POLL_S)
+                problem = probe_target(*probe)
             if problem:
                 raise ServicesLost(problem)
 
