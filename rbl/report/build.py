@@ -64,9 +64,13 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     out_dir = output.staging
     # the metrics' figures and an open-loop run's per-request figures (rbl/report/overload_figures.py; none
     # for a closed-loop run) are drawn side by side in forked workers while the rest of the report is made
-    from .overload_figures import overload_plans
-    plans = [partial(_metric_figure, header, cells, metric) for metric in metrics]
-    drawing = Drawing(overload_plans(run_dir, header, cells) + plans, out_dir)     # the longest first
+    from .overload_figures import FIGURE_METRICS, overload_plans
+    overload = overload_plans(run_dir, header, cells)
+    # the overload figure draws its metrics against the axis the run sweeps: against a fault rate with
+    # one value, their own figures would only stack dots at one x
+    drawn_elsewhere = set(FIGURE_METRICS) if overload and len({c.fault_rate for c in cells}) == 1 else set()
+    plans = [partial(_metric_figure, header, cells, metric) for metric in metrics if metric not in drawn_elsewhere]
+    drawing = Drawing(overload + plans, out_dir)     # the longest first
     try:
         records = cells_as_records(header, cells, metrics)
         files = write_tables(records, out_dir)

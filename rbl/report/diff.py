@@ -199,21 +199,14 @@ def write_diff(diff: RunDiff, out: Path) -> list[Path]:
     paths = [out_dir / "diff.csv", out_dir / "diff.json"]
     paths[0].write_text(as_csv(diff), encoding="utf-8")
     paths[1].write_text(as_json(diff), encoding="utf-8")
-    figure = diff_figure(diff)
-    for suffix in ("png", "svg"):
-        path = out_dir / f"diff.{suffix}"
-        figure.savefig(path, dpi=120, bbox_inches="tight")
-        paths.append(path)
-    import matplotlib.pyplot as plt
-    plt.close(figure)
+    from .figures import write_figure
+    paths += write_figure(diff_figure(diff), out_dir, "diff")
     return output.commit(paths)
 
 
 def diff_figure(diff: RunDiff):
     """One panel per metric: each cell's difference with its interval, flagged ones in red."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .figures import subplots
 
     metrics = list(dict.fromkeys(c.metric for c in diff.cells))
     per_metric = {m: [c for c in diff.cells if c.metric == m and c.result.difference is not None] for m in metrics}
@@ -223,7 +216,7 @@ def diff_figure(diff: RunDiff):
             per_metric[m] = cells[:FIGURE_ROWS]
     rows = max((len(cells) for cells in per_metric.values()), default=1)
     # one panel per metric, stacked, so long configuration labels never run into the next panel
-    figure, axes = plt.subplots(len(metrics), 1, figsize=(8, len(metrics) * (0.9 + 0.25 * max(rows, 2))),
+    figure, axes = subplots(len(metrics), 1, figsize=(8, len(metrics) * (0.9 + 0.25 * max(rows, 2))),
                                 squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics):
         cells = per_metric[metric]

@@ -1,6 +1,8 @@
 """The report's figures drawn side by side: each figure's plan (a callable that builds it) runs in a
 worker process forked once matplotlib is imported and the report's data are read, so no worker
-imports or reads anything again, while this process goes on with the report's other sections."""
+imports or reads anything again, while this process goes on with the report's other sections and
+then draws the last plan itself (its own sections take a fraction of a figure's time: left idle, it
+would leave a core to the workers' longest queue)."""
 
 from __future__ import annotations
 
@@ -30,19 +32,21 @@ class Drawing:
         self._pool: ProcessPoolExecutor | None = None
         self._futures: list[Future] = []
         self._done: list[tuple[str, list[Path]]] | None = None
-        workers = min(len(plans), os.cpu_count() or 1)
+        self._out_dir = out_dir
+        workers = min(len(plans) - 1, os.cpu_count() or 1)
         _PLANS[:] = plans
-        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        if workers < 1 or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
             self._done = [_draw(index, out_dir) for index in range(len(plans))]
             _PLANS.clear()
             return
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-        self._futures = [self._pool.submit(_draw, index, out_dir) for index in range(len(plans))]
+        self._futures = [self._pool.submit(_draw, index, out_dir) for index in range(len(plans) - 1)]
 
     def results(self) -> list[tuple[str, list[Path]]]:
         if self._done is None:
             try:
-                self._done = [future.result() for future in self._futures]
+                last = _draw(len(_PLANS) - 1, self._out_dir)
+                self._done = [future.result() for future in self._futures] + [last]
             finally:
                 self.close()
         return self._done

@@ -5,8 +5,10 @@
   rows = configurations, columns = conditions (load, fault rate, users);
 - the CDF of successful response time (log x), a panel per condition, a line per configuration;
 - overload metrics (carried throughput, p99 of successes, share of windows under the SLO) against
-  the axis that varies (the offered load, else the fault rate, else a client parameter), a line per
-  configuration (per client when a client parameter is on x): medians over rounds, min-max bars.
+  the axis that varies (the offered load, else the fault rate, else a client parameter; log-scaled
+  where its values are spaced by factors), a line per configuration (per client when a client
+  parameter is on x): medians over rounds, min-max bars. With one fault rate, the report draws no
+  other figure of these metrics (rbl/report/build.py).
 
 Only rounds the report counts are drawn (not warm-up or failed rounds). A run without a requests
 directory (closed loop) gets none of these."""
@@ -239,6 +241,12 @@ def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labell
     return figure
 
 
+def geometric(values: list[float]) -> bool:
+    """Whether swept values are spaced by factors (1, 20, 1024) rather than steps: all positive, a
+    range of 10x or more, and at most 8 of them (each gets its own tick)."""
+    return 2 <= len(values) <= 8 and values[0] > 0 and values[-1] / values[0] >= 10
+
+
 def _plain_log_ticks(axis) -> None:
     """Log-scale ticks as plain numbers (20, 50, 100 ms), not powers of ten."""
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -295,6 +303,8 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
     for cell in cells:
         lines.setdefault(line_of(cell), []).append(cell)
     styles = _styles(list(lines))
+    swept = sorted({x for x in map(value_of, (c.scenario for c in cells)) if x is not None})
+    log_x = geometric(swept)
     figure, grid = subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(4.2 * len(FIGURE_METRICS) + 3.0, 3.6))
     for ax, metric in zip(grid[0], FIGURE_METRICS):
         for name, line_cells in lines.items():
@@ -311,10 +321,14 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
             ax.errorbar(xs, medians, yerr=[[m - p[2] for m, p in zip(medians, points)],
                                            [p[3] - m for m, p in zip(medians, points)]],
                         color=colour, marker=marker, markersize=5, linewidth=1.5, capsize=2, label=name)
-        ax.set_xlabel(title, fontsize=8)
+        ax.set_xlabel(f"{title} (log)" if log_x else title, fontsize=8)
         ax.set_ylabel(METRIC_TITLES.get(metric, metric), fontsize=8)
         ax.grid(True, alpha=0.3)
         ax.tick_params(labelsize=7)
+        if log_x:
+            ax.set_xscale("log")
+            ax.set_xticks(swept, [f"{x:g}" for x in swept])
+            ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
         if metric == "successP99Ms":
             ax.set_yscale("log")
             _plain_log_ticks(ax.yaxis)
