@@ -17,6 +17,11 @@ function sortedJson(value) {
   return JSON.stringify(value);
 }
 
+/** Lets go of a job's own instances (not the shared ones, kept for the next job). */
+function disposeOwned(instances) {
+  for (const [instance, owned] of instances) if (owned && instance.dispose) instance.dispose();
+}
+
 class ClientService {
   constructor(library, target) {
     if (!(library in LIBRARIES)) throw new Error(`unknown library ${library}; known: ${Object.keys(LIBRARIES).join(', ')}`);
@@ -32,52 +37,65 @@ class ClientService {
     return { protocol: PROTOCOL_VERSION, library: this.library, version: this.version, patterns: Object.keys(this.patterns), endpoints: JOB_ROUTES };
   }
 
-  /** The instances a job runs through, outermost first; [instance, ownedByTheJob]. */
+  /** The instances a job runs through, outermost first; [instance, ownedByTheJob]. A step refused
+   * disposes of the job's own instances built before it (an opossum breaker's interval timer would
+   * otherwise run for ever). */
   instances(job) {
-    return job.strategy.map((step, position) => {
-      const build = Object.prototype.hasOwnProperty.call(this.patterns, step.pattern) ? this.patterns[step.pattern] : null;
-      if (!build) {
-        throw new JobError(`${this.library} has no pattern ${JSON.stringify(step.pattern.slice(0, 40))}; it has ${Object.keys(this.patterns).join(', ')}`);
+    const built = [];
+    try {
+      job.strategy.forEach((step, position) => built.push(this.instance(job, step, position)));
+    } catch (error) {
+      disposeOwned(built);
+      throw error;
+    }
+    return built;
+  }
+
+  instance(job, step, position) {
+    const build = Object.prototype.hasOwnProperty.call(this.patterns, step.pattern) ? this.patterns[step.pattern] : null;
+    if (!build) {
+      throw new JobError(`${this.library} has no pattern ${JSON.stringify(step.pattern.slice(0, 40))}; it has ${Object.keys(this.patterns).join(', ')}`);
+    }
+    if (job.share === 'user') return [build(step.params), true];
+    const key = sortedJson([job.instance, position, step.pattern, step.params]);
+    let instance = this.shared.get(key);
+    if (!instance) {
+      instance = build(step.params);
+      this.shared.set(key, instance);
+      if (this.shared.size > SHARED_INSTANCES_KEPT) {
+        const [oldest, dropped] = this.shared.entries().next().value;
+        this.shared.delete(oldest);
+        if (dropped.dispose) dropped.dispose();
       }
-      if (job.share === 'user') return [build(step.params), true];
-      const key = sortedJson([job.instance, position, step.pattern, step.params]);
-      let instance = this.shared.get(key);
-      if (!instance) {
-        instance = build(step.params);
-        this.shared.set(key, instance);
-        if (this.shared.size > SHARED_INSTANCES_KEPT) {
-          const [oldest, dropped] = this.shared.entries().next().value;
-          this.shared.delete(oldest);
-          if (dropped.dispose) dropped.dispose();
-        }
-      }
-      return [instance, false];
-    });
+    }
+    return [instance, false];
   }
 
   /** A /run job, or with maxCalls 1 a /call: the same loop, ended after one call. */
   async run(job, connection, maxCalls = 0) {
     const instances = this.instances(job);
     const log = new CallLog();
-    const guard = new JobGuard(job.maxDurationMs, job.maxRequests, () => log.requests + target.sent.length);
-    const target = new Target(job, guard, maxCalls === 1 ? this.calls : null);
-    guard.onCut.push(() => target.abort());
+    let guard = null;
+    let target = null;
     const gone = () => guard.fire('disconnected');
-    connection.on('end', gone);
-    connection.on('close', gone);
-    // the innermost call: the request, which honours the abort signal the innermost policy hands it
-    // (a cockatiel timeout's); a retry tops up its waits itself (strategies.js)
-    let call = context => target.send(context.signal, context.rbl);
-    for (const [instance] of [...instances].reverse()) call = instance(guard)(call);   // wrap inside-out
     let stoppedBy;
     try {
+      guard = new JobGuard(job.maxDurationMs, job.maxRequests, () => log.requests + target.sent.length);
+      target = new Target(job, guard, maxCalls === 1 ? this.calls : null);
+      guard.onCut.push(() => target.abort());
+      connection.on('end', gone);
+      connection.on('close', gone);
+      // the innermost call: the request, which honours the abort signal the innermost policy hands it
+      // (a cockatiel timeout's); a retry tops up its waits itself (strategies.js)
+      let call = context => target.send(context.signal, context.rbl);
+      for (const [instance] of [...instances].reverse()) call = instance(guard)(call);   // wrap inside-out
       stoppedBy = await this.loop(job, call, target, log, guard, maxCalls);
     } finally {
-      guard.close();
-      target.close();
+      if (guard) guard.close();
+      if (target) target.close();
       connection.off('end', gone);
       connection.off('close', gone);
-      for (const [instance, owned] of instances) if (owned && instance.dispose) instance.dispose();
+      disposeOwned(instances);
     }
     if (maxCalls === 1 && !log.calls.length) log.add(false, [], true);   // the deadline or the caller went first
     return {

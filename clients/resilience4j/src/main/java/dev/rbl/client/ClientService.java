@@ -20,7 +20,11 @@ final class ClientService {
     private final Map<String, Strategies.Decorator> shared = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<String, Strategies.Decorator> eldest) {
-            return size() > SHARED_INSTANCES_KEPT;
+            if (size() <= SHARED_INSTANCES_KEPT) {
+                return false;
+            }
+            eldest.getValue().close();
+            return true;
         }
     };
 
@@ -61,9 +65,19 @@ final class ClientService {
     /** A /run job (maxCalls 0), or with maxCalls 1 a /call: the same loop, ended after one call. */
     String run(Job job, BooleanSupplier callerGone, int maxCalls) {
         List<Strategies.Decorator> decorators = new ArrayList<>();
-        for (int i = 0; i < job.strategy().size(); i++) {
-            decorators.add(decorator(job, i));
+        try {
+            for (int i = 0; i < job.strategy().size(); i++) {
+                decorators.add(decorator(job, i));
+            }
+            return run(job, callerGone, maxCalls, decorators);
+        } finally {
+            if (job.share().equals("user")) {             // the job's own instances; shared ones stay
+                decorators.forEach(Strategies.Decorator::close);
+            }
         }
+    }
+
+    private String run(Job job, BooleanSupplier callerGone, int maxCalls, List<Strategies.Decorator> decorators) {
         CallLog log = new CallLog();
         Target[] target = new Target[1];
         String stoppedBy;

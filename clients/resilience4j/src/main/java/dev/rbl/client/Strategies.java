@@ -47,6 +47,10 @@ final class Strategies {
     /** Wraps a call in one pattern instance. */
     interface Decorator {
         Call wrap(Call inner);
+
+        /** Lets go of what the instance holds beyond its job's calls (a breaker's scheduled move). */
+        default void close() {
+        }
     }
 
     static final List<String> PATTERNS = List.of("baseline", "retry", "circuit_breaker", "timeout", "bulkhead",
@@ -161,7 +165,23 @@ final class Strategies {
             throw new JobError("circuit_breaker: " + e.getMessage());
         }
         CircuitBreaker breaker = CircuitBreaker.of("rbl", config);
-        return inner -> () -> breaker.executeCheckedSupplier(inner::run);
+        return new Decorator() {
+            @Override
+            public Call wrap(Call inner) {
+                return () -> breaker.executeCheckedSupplier(inner::run);
+            }
+
+            /**
+             * An open breaker with automaticTransitionFromOpenToHalfOpenEnabled (or a half-open one
+             * with maxWaitDurationInHalfOpenState) has a task on Resilience4j's one scheduler that
+             * holds the breaker and its window until it runs. Any transition cancels it, and a
+             * cancelled task drops its callable at once; reset() would not cancel it.
+             */
+            @Override
+            public void close() {
+                breaker.transitionToDisabledState();
+            }
+        };
     }
 
     /**
