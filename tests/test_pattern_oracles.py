@@ -65,6 +65,11 @@ def test_an_innermost_timeout_never_cuts_a_request_before_its_bound():
     assert oracles(pattern_violations(s, "user", observation(early))) == ["timeout.early", "timeout.early"]
     unfounded = [{"ok": False, "timed_out": True, "requests": [[0, 1000, 503]]}]
     assert oracles(pattern_violations(s, "user", observation(unfounded))) == ["timeout.reported"]
+    # an answer that came as the timer fired (53 ms of 50): the library gave up on it first
+    raced = [{"ok": False, "timed_out": True, "requests": [[0, 53_000, 200]]}]
+    assert oracles(pattern_violations(s, "user", observation(raced))) == []
+    answered_early = [{"ok": False, "timed_out": True, "requests": [[0, 39_000, 200]]}]
+    assert oracles(pattern_violations(s, "user", observation(answered_early))) == ["timeout.reported"]
     # outside the retry the timeout bounds the whole call, not each request: nothing to judge per request
     outer = scenario("resilience4j", "timeout+retry", {"retry.maxAttempts": 2, "timeout.timeoutDuration": 50})
     assert oracles(pattern_violations(outer, "user", observation(early))) == []

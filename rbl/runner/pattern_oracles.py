@@ -75,10 +75,20 @@ def _timeout(calls: list[dict], bound_ms: float) -> list[Violation]:
             if request[2] == 0 and not call.get("cut_short") and request[1] / 1000 < bound_ms - TIMEOUT_TOLERANCE_MS:
                 found.append(Violation("timeout.early", f"call {number}: a request cut after {request[1] / 1000:.1f} "
                                                         f"ms; the timeout is {bound_ms:g} ms"))
-        if call.get("timed_out") and (not call["requests"] or call["requests"][-1][2] != 0):
+        if call.get("timed_out") and not _cut_or_raced(call["requests"], bound_ms):
             found.append(Violation("timeout.reported", f"call {number} is reported timed out, but no request of "
                                                        "it was cut"))
     return found
+
+
+def _cut_or_raced(requests: list[list], bound_ms: float) -> bool:
+    """A timed-out call's last request was cut, or its answer raced the timer: it came as the timeout
+    fired, after the library had given up on the call but before the request could be cut
+    (Resilience4j's TimeLimiter: 2 of 394 calls timed out at 51 ms had a 200 at 53-54 ms)."""
+    if not requests:
+        return False
+    last = requests[-1]
+    return last[2] == 0 or last[1] / 1000 >= bound_ms - TIMEOUT_TOLERANCE_MS
 
 
 def _hedge(calls: list[dict], delay_ms: float, max_hedges: int) -> list[Violation]:
