@@ -38,6 +38,9 @@ def fresh_instance(what: str) -> str:
     return f"{what}-{next(_instances)}"
 
 
+FAST_TRIES = 3
+
+
 # -- timeout ----------------------------------------------------------------------------------------
 def single_call(url: str, proxy, strategy: list[dict]) -> tuple[dict, dict]:
     """One POST /call: its reply and its one call."""
@@ -49,8 +52,15 @@ def check_timeout_bounds_a_slow_call(url: str, proxy, profile: Profile, timeout_
                                      delay_ms: int = 400) -> None:
     strategy = [{"pattern": "timeout", "params": profile.timeout(timeout_ms)}]
     _fast(proxy)
-    _, call = single_call(url, proxy, strategy)
-    assert call["ok"] and not call.get("timed_out"), f"a fast call must pass a {timeout_ms} ms timeout: {call}"
+    # a fast call passes (a loaded machine may stretch one past the bound: one of FAST_TRIES must
+    # pass; a timeout mapped far too short fails them all)
+    fast = []
+    for _ in range(FAST_TRIES):
+        fast.append(single_call(url, proxy, strategy)[1])
+        if fast[-1]["ok"] and not fast[-1].get("timed_out"):
+            break
+    else:
+        raise AssertionError(f"a fast call must pass a {timeout_ms} ms timeout: {fast}")
     _slow(proxy, delay_ms)
 
     def call_length() -> list[float]:
