@@ -31,6 +31,7 @@ def calibrate(spec: Path = SpecArg,
     from ..backends.local.backend import LocalBackend, LocalOptions
     from ..compiler.plan import plan_header
     from ..compiler.expand import iter_scenarios
+    from ..runner.interrupts import sigterm_as_interrupt
     from ..runner.capacity import (MIN_RPS, busy_note, calibrate as measure, calibration_header, slo_of,
                                    store_capacity, stored_capacity, target_key)
     console = Console(stderr=True)
@@ -60,7 +61,8 @@ def calibrate(spec: Path = SpecArg,
         return
     target_only = calibration_header(header)
     prepared = backend.check(target_only, console)          # the load generator, built on first use
-    with tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
+    # SIGTERM as Ctrl-C: the services stop and the temporary directory goes, as on any other end
+    with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
         (Path(work) / "logs").mkdir()
         with backend.start(target_only, Path(work), Path(work) / "logs", prepared) as services:
             say(f"target: {services.target_description}; fault proxy: {backend.proxy.describe()}")
