@@ -106,3 +106,41 @@ def test_the_build_is_cached_by_a_hash_of_the_sources(tmp_path, built_binary):
     source = copy / "internal" / "client" / "job.go"
     source.write_text(source.read_text() + "\n// changed\n")
     assert client_builds.sources_digest(copy, "go") != client_builds.sources_digest(root, "go")
+
+
+BREAKER_WITH_PERIOD = """space period {
+  client failsafe.circuit_breaker {
+    failureThreshold = 2
+    failureThresholdingPeriod = 500us
+  }
+}
+"""
+
+
+def test_a_thresholding_period_under_a_millisecond_is_refused_by_check_and_by_the_client(tmp_path, start_proxy):
+    """failsafe-go splits the period into 10 buckets and divides by a bucket's length: a period under
+    10 ns made its first call panic (answered 500). rbl check and the client both refuse it."""
+    from .conformance import checks, hostile
+    from .conformance.conftest import start_client
+    from .conformance.profiles import PROFILES
+    from .conftest import run_rbl
+
+    (tmp_path / "p.rbl").write_text(BREAKER_WITH_PERIOD)
+    checked = run_rbl("check", "p.rbl", cwd=tmp_path)
+    assert checked.returncode != 0 and "failureThresholdingPeriod" in checked.stderr and ">= 1ms" in checked.stderr
+    assert "Traceback" not in checked.stderr
+    proxy = start_proxy()
+    process, url = start_client(PROFILES["failsafe"], proxy.data_port)
+    try:
+        for period in (0.000001, 0.5):                         # 1 ns and 500 µs, in ms
+            job = hostile.job_for(proxy, strategy=[{"pattern": "circuit_breaker",
+                                                    "params": {"failureThreshold": 2,
+                                                               "failureThresholdingPeriod": period}}])
+            status, reply = checks.post(url, "/run", job)
+            assert status == 400 and "at least 1 ms" in reply["error"], (period, status, reply)
+        job = hostile.job_for(proxy, strategy=[{"pattern": "circuit_breaker",
+                                                "params": {"failureThreshold": 2, "failureThresholdingPeriod": 1}}])
+        assert checks.post(url, "/run", job)[0] == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

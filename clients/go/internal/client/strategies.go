@@ -238,6 +238,11 @@ func failsafeBreaker(values map[string]any) (*Instance, error) {
 		WithDelay(p.duration("delay", time.Minute))
 	threshold := uint(p.integer("failureThreshold", 1, math.MaxUint32, 1))
 	period := p.duration("failureThresholdingPeriod", 0)
+	if p.has("failureThresholdingPeriod") && period < time.Millisecond {
+		// failsafe-go splits the period into 10 buckets and divides the clock by a bucket's length:
+		// under 10 ns that length is 0 and the first call panics
+		p.fail("`failureThresholdingPeriod` must be at least 1 ms, got %s", period)
+	}
 	switch {
 	case p.has("failureRateThreshold"):
 		rate := p.number("failureRateThreshold", 0, 100, 0) / 100
