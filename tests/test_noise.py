@@ -134,6 +134,13 @@ def test_no_groups_and_no_rounds_are_unknown_not_passed():
     assert summary(check)["line"] == "A/A check: not measured, no noise floor (the plan has no cells that must behave alike)."
     assert summary(one_round)["line"] == ("A/A check: not measured, no noise floor (its cells have too few rounds for an "
                                           "interval).")
+    # beside other work: still "not measured" (the plan's gap is not the machine's), the machine said apart
+    busy = {"sessions": [{"otherWork": {"cores": 2, "otherCores": 1.1, "otherCoresPeak": 1.9, "seconds": 60}}]}
+    shared = summary(noise_check(header, cells_with(at_50, 3, lambda s, r, u: 10.0), [METRIC], manifest=busy))
+    assert shared["status"] == "shared" and "fail" not in shared["line"]
+    assert shared["line"] == ("A/A check: not measured, no noise floor (the plan has no cells that must behave "
+                              "alike); and this run shared its machine.")
+    assert shared["why"] and "1.1" in shared["why"][0] and shared["advice"] == "give the run a machine of its own"
 
 
 def test_the_figure_draws_one_interval_per_pair_and_colours_the_significant_ones():

@@ -195,10 +195,10 @@ def print_noise_verdict(noise: dict, console: Console, explain: bool, run_dir: P
             console.print(f"  {line}", highlight=False, markup=False)
         return
     short = noise["summary"]
-    style = {"fail": "bold red", "noisy": "yellow", "pass": "green"}.get(short["status"])
+    style = {"fail": "bold red", "noisy": "yellow", "shared": "yellow", "pass": "green"}.get(short["status"])
     line = escape(short["line"])
     console.print(f"[{style}]{line}[/{style}]" if style else line, highlight=False)
-    if short["status"] == "fail":
+    if short["status"] in ("fail", "shared"):
         if short["why"]:
             console.print(f"  Why: {'; '.join(short['why'])}.", highlight=False, markup=False)
         if short["advice"]:

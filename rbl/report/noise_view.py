@@ -74,16 +74,18 @@ def verdict(check: NoiseCheck) -> dict:
 
 def summary(check: NoiseCheck) -> dict:
     """The verdict in one line for the top of the report and the terminal: {"status": pass | noisy |
-    fail | not measured, "line": ..., "why": short reasons a failed check gives (else []), "advice":
-    what to do ('' when nothing is to be done)}. The full verdict is `verdict`."""
-    full = verdict(check)
+    fail | not measured | shared (not measured, beside other work), "line": ..., "why": short reasons
+    a failed or shared check gives (else []), "advice": what to do ('' when nothing is to be done)}.
+    The full verdict is `verdict`."""
     if check.floor is None:
-        status = "fail" if full["level"] == "warning" else "not measured"
+        # what the plan lacks is not the machine's fault: said apart from the other work beside the run
         why = ("the plan has no cells that must behave alike" if not check.grouping.groups else
                "its cells have too few rounds for an interval")
-        return {"status": status, "line": f"A/A check: {status}, no noise floor ({why}).",
-                "why": [_short_shared(check)] if check.shared_machine else [],
-                "advice": "give the run a machine of its own" if check.shared_machine else ""}
+        line = f"A/A check: not measured, no noise floor ({why})."
+        if check.shared_machine:
+            return {"status": "shared", "line": line[:-1] + "; and this run shared its machine.",
+                    "why": [_short_shared(check)], "advice": "give the run a machine of its own"}
+        return {"status": "not measured", "line": line, "why": [], "advice": ""}
     worst = check.worst_metric
     title = METRIC_TITLES.get(worst.metric, worst.metric)
     unit = " ms" if "(ms)" in title else ""
