@@ -237,7 +237,7 @@ def test_a_one_round_run_says_what_more_rounds_would_add(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Findings: With one round per cell, none of the 8 comparisons can be resolved.")
     assert "Run it again with `--rounds 3` or more" in done.stdout
-    assert "A/A check: not measured" in done.stdout or "A/A check: fail, no noise floor" in done.stdout
+    assert "A/A check: not measured" in done.stdout and "A/A check: fail" not in done.stdout   # busy or not
     findings = findings_of(tmp_path / "run" / "report")
     assert len(findings) == 8 and {f["status"] for f in findings} == {UNRESOLVED}
     assert {f["reason"] for f in findings} == {"no interval", "alike", "identical"}
