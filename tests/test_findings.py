@@ -306,6 +306,10 @@ def test_alike_cells_stay_unresolved_even_when_their_interval_excludes_no_differ
 def test_higher_is_better_and_other_clients_and_fault_wording():
     assert direction("throughput") == "higher" and direction("totalExecutionTime") == "lower"
     assert direction("openTransitions") == "none"
+    # the overload metrics: what is carried is better high; retries and refusals are facts, not scores
+    assert {direction(m) for m in ("carriedThroughput", "successShare", "p95UnderSloShare", "carriedRate")} == {"higher"}
+    assert {direction(m) for m in ("sidecarRetries", "circuitBrokenRequests", "sidecarPoolOverflows")} == {"none"}
+    assert {direction(m) for m in ("successP99Ms", "failedShare", "chainWastedCpuSeconds")} == {"lower"}
     # throughput: the better end has the higher median; the difference (worst - best) is negative
     fast, slow = cell("failsafe.retry", {}), cell("tenacity.retry", {"multiplier": 0.01})
     found = finding("throughput", 300.0, 100.0, -260.0, -140.0, 0.2, best=fast, worst=slow)
@@ -360,6 +364,32 @@ def test_find_groups_the_plan_and_uses_each_metrics_floor():
             assert f.status == EFFECT and f.ratio == pytest.approx(3, rel=0.05)
         else:
             assert f.status == UNRESOLVED and f.ratio == pytest.approx(1, abs=0.05)
+
+
+def test_a_pool_sweep_ranks_carried_throughput_high_and_never_ranks_zero_against_zero():
+    """overload-pool's question: pool 1 carried 84%, pool 1024 100% (the better one), and no
+    configuration's sidecar retried (0 against 0 is no finding)."""
+    from rbl.report.findings import find
+    from rbl.report.noise import noise_check
+    from rbl.report.stats import estimate
+
+    header = {"clients": [{"label": "istio.circuit_breaker", "axes": ["http2MaxRequests"],
+                           "parameters": {"http2MaxRequests": {"values": [1, 1024],
+                                                               "labels": ["http2MaxRequests=1",
+                                                                          "http2MaxRequests=1024"]}}}]}
+    cells = []
+    for pool, carried in ((1, 0.84), (1024, 1.0)):
+        made = Cell({"id": f"pool{pool}", "client": "istio.circuit_breaker", "library": "istio",
+                     "pattern": "circuit_breaker", "config": {"http2MaxRequests": pool},
+                     "fault": {"kind": "abort", "rate": 0, "status": 503}, "users": 1})
+        made.rounds = {r: [{"carriedThroughput": carried + 0.001 * r, "sidecarRetries": 0}] for r in range(1, 4)}
+        for metric in ("carriedThroughput", "sidecarRetries"):
+            made.estimates[metric] = estimate([[row[metric] for row in rows] for rows in made.rounds.values()], 200)
+        cells.append(made)
+    metrics = ["carriedThroughput", "sidecarRetries"]
+    found = find(header, cells, metrics, noise_check(header, cells, metrics, "auto", 200), "auto", 200)
+    assert [f.metric for f in found] == ["carriedThroughput"]
+    assert found[0].best.scenario["id"] == "pool1024" and found[0].worst.scenario["id"] == "pool1"
 
 
 def test_configurations_left_out_are_counted_in_the_sentence():

@@ -13,9 +13,18 @@ from .noise import NoiseCheck, compare
 from .stats import Difference, interval_method
 
 # Which way is better. Times, failures and load are better low; what is produced is better high.
-# A metric in neither set is compared without a verdict on which end is better ("highest", "lowest").
-HIGHER_IS_BETTER = {"throughput", "successfulCalls"}
-NEUTRAL = {"openTransitions", "contentionRate"}
+# Facts about a mechanism (retries made, calls a breaker or pool refused, what was offered) are
+# compared without a verdict on which end is better ("highest", "lowest"): fewer retries is not better
+# when retrying is what saved the calls.
+HIGHER_IS_BETTER = {"throughput", "successfulCalls", "successfulRequests", "carriedRate", "carriedThroughput",
+                    "successShare", "p95UnderSloShare"}
+NEUTRAL = {"openTransitions", "contentionRate", "totalCalls", "totalRequests", "requestsPerCall",
+           "offeredRequests", "offeredRate", "measuredSeconds",
+           "sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuccesses", "sidecarRetryOverflows",
+           "sidecarPoolOverflows", "sidecarPerTryTimeouts", "sidecarTimeouts", "sidecarEjections", "ejectedRequests",
+           "circuitBrokenRequests", "circuitBrokenShare", "timedOutCalls", "breakerRejectedCalls",
+           "bulkheadRejectedCalls", "rateLimitedCalls", "hedgedRequests", "fallbackCalls",
+           "chainAmplification", "chainRefusedCalls", "chainCpuSeconds"}
 
 EFFECT, UNCHECKED, UNRESOLVED = "effect", "unchecked", "unresolved"
 
@@ -147,6 +156,8 @@ def find(header: dict, cells: list[Cell], metrics: list[str], check: NoiseCheck,
             if len(measured) < 2:
                 continue
             ordered = sorted(measured, key=lambda c: c.estimates[metric].median)   # stable: plan order on ties
+            if ordered[0].estimates[metric].median == ordered[-1].estimates[metric].median == 0:
+                continue                  # none of them did it (no retries, no refusals): nothing to rank
             best, worst = (ordered[-1], ordered[0]) if direction(metric) == "higher" else (ordered[0], ordered[-1])
             chosen = interval_method(method, min(len(best.rounds), len(worst.rounds)))
             result = compare(_series(best, metric), _series(worst, metric), chosen, resamples, seed)
