@@ -134,6 +134,35 @@ def test_wide_tables_print_the_labels_in_place(width):
     assert "key" not in text and ELLIPSIS not in text and max(len(line) for line in text.splitlines()) <= width
 
 
+def overload_records(low: float | None) -> list[dict]:
+    """Three cells of a pool sweep as cells_as_records gives them: one fault rate, one user count, one load."""
+    metrics = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")
+    return [{"configuration": f"istio.circuit_breaker http2MaxRequests={pool}", "scenarioId": f"s{pool}",
+             "faultRate": 0, "users": 1, "load": "120% of capacity, constant", "interval": "rounds-t",
+             "status": "too few observations",
+             **{f"{m}.{part}": value for m in metrics
+                for part, value in (("median", 8.211), ("ci95Low", low), ("ci95High", None if low is None else 18.34))}}
+            for pool in (1, 20, 1024)]
+
+
+@pytest.mark.parametrize("width", [80, 100, 140])
+def test_the_cell_table_fits_says_shared_conditions_once_and_never_splits_an_interval(width):
+    from rbl.report.build import print_table
+    for low in (None, 0.0):
+        out = io.StringIO()
+        print_table(overload_records(low), ["carriedThroughput", "successP99Ms", "p95UnderSloShare"],
+                    Console(file=out, width=width))
+        text = out.getvalue()
+        # rich's own measure is a column short of what it draws at 100: every line is whole, borders included
+        assert max(len(line) for line in text.splitlines()) <= width, text
+        assert all(line.rstrip()[-1] in "\u2513\u2503\u2529\u2502\u2518" for line in text.splitlines()
+                   if line.startswith(("\u250f", "\u2503", "\u2521", "\u2502", "\u2514"))), text
+        assert "fault % 0, users 1, load 120% of capacity, constant" in " ".join(text.split())
+        assert "fault %" not in text.split("\n", 2)[-1]                      # no column of its own
+        if low is not None:
+            assert "[0,18.34]*" in text                                      # the interval on one line
+
+
 def test_a_column_empty_throughout_is_printed_not_a_crash():
     # `rbl diff` where nothing differs: its flag column has no header and no text in any row
     out = io.StringIO()

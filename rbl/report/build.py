@@ -225,24 +225,32 @@ def unmeasured(cells: list, metrics: list[str]) -> set[tuple[str, str]]:
 def print_table(records: list[dict], metrics: list[str], console: Console,
                 not_measured: set[tuple[str, str]] = frozenset()) -> None:
     open_loop = any(is_open_loop(r) for r in records)      # the load column only where there is one
-    columns = [NumberColumn("fault %"), NumberColumn("users"), *([NumberColumn("load", "left")] if open_loop else []),
+    conditions = {"fault %": lambda r: f"{r['faultRate']:g}", "users": lambda r: str(r["users"]),
+                  **({"load": lambda r: r.get("load", "closed loop")} if open_loop else {})}
+    # a condition every row shares is said once, in the title, not repeated in a column of its own
+    shared = {name: value(records[0]) for name, value in conditions.items()
+              if len(records) > 1 and len({value(r) for r in records}) == 1}
+    varying = [name for name in conditions if name not in shared]
+    columns = [*(NumberColumn(name, "left" if name == "load" else "right") for name in varying),
                *(NumberColumn(METRIC_TITLES.get(m, m)) for m in metrics), NumberColumn("status", "left")]
     rows = []
     for r in records:
-        cells = [f"{r['faultRate']:g}", str(r["users"]), *([escape(r.get("load", "closed loop"))] if open_loop else [])]
+        cells = [escape(conditions[name](r)) for name in varying]
         for metric in metrics:
             median, low, high = r[f"{metric}.median"], r[f"{metric}.ci95Low"], r[f"{metric}.ci95High"]
             text = ("not measured" if (r["scenarioId"], metric) in not_measured else "-") if median is None \
                 else f"{median:.4g}"
-            if low is not None:
-                text += f" [{low:.4g}, {high:.4g}]" + ("*" if r.get("interval") == "rounds-t" else "")
+            if low is not None:            # one word: a narrow column breaks before the interval, not inside it
+                text += f" [{low:.4g},{high:.4g}]" + ("*" if r.get("interval") == "rounds-t" else "")
             cells.append(text)
         cells.append(r["status"] if r["status"] == "ok" else f"[red]{escape(r['status'])}[/red]")
         rows.append((r["configuration"], cells))
     title = "median [95% CI] per cell"
+    if shared:
+        title += " (every cell: " + ", ".join(f"{name} {value}" for name, value in shared.items()) + ")"
     if any(r.get("interval") == "rounds-t" for r in records):
         title += " (* 2-3 rounds: t-interval on the round medians)"
-    print_keyed_table(console, title, "configuration", columns, rows)
+    print_keyed_table(console, escape(title), "configuration", columns, rows)
 
 
 def _manifest(path: Path, console: Console) -> dict:

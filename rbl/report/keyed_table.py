@@ -40,11 +40,10 @@ def print_keyed_table(console: Console, title: str, label_header: str, columns: 
                       rows: list[tuple[str, list[str]]]) -> None:
     """rows: (configuration label, the other cells as text). Cells may hold rich markup."""
     table = _table(title, label_header, columns, rows, None)
-    # the narrowest the table gets with every label whole: each column at its longest word (headers
-    # wrap, numbers never do), plus a space either side of each cell and the borders between them
-    widths = [max([len(label_header), *(len(label) for label, _ in rows)])] + [_min_width(rows, i, c)
-                                                                           for i, c in enumerate(columns)]
-    if sum(widths) + 3 * len(widths) + 1 <= console.width:
+    # drawn with every label whole and no word split (each column at least its longest word), as wide
+    # as rich really draws it (its own measure can be short of that): wider than the terminal, the
+    # labels become keys
+    if _drawn_width(console, table) <= console.width:
         console.print(table)
         return
     keys = {label: key_name(i) for i, label in enumerate(dict.fromkeys(label for label, _ in rows))}
@@ -62,6 +61,13 @@ def _table(title: str, label_header: str, columns: list[NumberColumn], rows, key
     for label, cells in rows:
         table.add_row(keys[label] if keys else _escaped(label), *cells)
     return table
+
+
+def _drawn_width(console: Console, table: Table) -> int:
+    import io
+    drawn = io.StringIO()
+    Console(file=drawn, width=console.width, color_system=None).print(table, crop=False)
+    return max((len(line) for line in drawn.getvalue().splitlines()), default=0)
 
 
 def _min_width(rows, index: int, column: NumberColumn) -> int:
