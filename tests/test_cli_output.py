@@ -157,7 +157,7 @@ def test_the_cell_table_fits_says_shared_conditions_once_and_never_splits_an_int
         assert max(len(line) for line in text.splitlines()) <= width, text
         assert all(line.rstrip()[-1] in "\u2513\u2503\u2529\u2502\u2518" for line in text.splitlines()
                    if line.startswith(("\u250f", "\u2503", "\u2521", "\u2502", "\u2514"))), text
-        assert "fault % 0, users 1, load 120% of capacity, constant" in " ".join(text.split())
+        assert "(every cell: fault 0%, 1 user, load 120% of capacity, constant)" in " ".join(text.split())
         assert "fault %" not in text.split("\n", 2)[-1]                      # no column of its own
         if low is not None:
             assert "[0,18.34]*" in text                                      # the interval on one line

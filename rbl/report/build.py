@@ -247,7 +247,9 @@ def print_table(records: list[dict], metrics: list[str], console: Console,
         rows.append((r["configuration"], cells))
     title = "median [95% CI] per cell"
     if shared:
-        title += " (every cell: " + ", ".join(f"{name} {value}" for name, value in shared.items()) + ")"
+        said = {"fault %": lambda v: f"fault {v}%", "users": lambda v: f"{v} user{'' if v == '1' else 's'}",
+                "load": lambda v: f"load {v}"}
+        title += " (every cell: " + ", ".join(said[name](value) for name, value in shared.items()) + ")"
     if any(r.get("interval") == "rounds-t" for r in records):
         title += " (* 2-3 rounds: t-interval on the round medians)"
     print_keyed_table(console, escape(title), "configuration", columns, rows)
