@@ -217,7 +217,7 @@ def diff_figure(diff: RunDiff):
     rows = max((len(cells) for cells in per_metric.values()), default=1)
     # one panel per metric, stacked, so long configuration labels never run into the next panel
     figure, axes = subplots(len(metrics), 1, figsize=(8, len(metrics) * (0.9 + 0.25 * max(rows, 2))),
-                                squeeze=False)
+                            squeeze=False)
     for ax, metric in zip(axes[:, 0], metrics):
         cells = per_metric[metric]
         for y, c in enumerate(cells):
