@@ -131,6 +131,8 @@ def test_the_report_of_an_open_loop_run_has_the_overload_figures(open_run, repor
                   "Overload metrics against offered load (% of capacity)"):
         assert f"<h2>{title}" in html
     assert html.count('<img alt="') >= 3
+    # the cell table's headers say what the figures say, the column's name kept as its tooltip
+    assert '<th title="carriedThroughput">carried throughput (successes / offered) median' in html
     assert "Traceback" not in reported.stderr
 
 

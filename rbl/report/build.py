@@ -101,6 +101,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
                        figures=figures, run_dir=str(run_dir), resamples=resamples, seed=seed,
+                       metric_titles=METRIC_TITLES,
                        failed_rounds=failed or "none",
                        design_notes=(notes := design_notes(header, manifest, cells, metrics, include_warmup)),
                        spin_dependent=spin_dependent(metrics, cells), noise=noise, findings=findings,
