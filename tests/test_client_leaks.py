@@ -41,7 +41,7 @@ def run_jobs(url: str, job: dict, count: int, expected: int = 200) -> None:
 
 @pytest.fixture
 def started(start_proxy):
-    """start(profile) -> (process, url): a client service behind a proxy that answers 503 to all."""
+    """start(name) -> (process, url, proxy): a client service behind a proxy that answers 503 to all."""
     proxy = start_proxy()
     proxy.set_fault(abort__abort_percent=100, abort__http_status=503)
     processes = []
