@@ -5,7 +5,6 @@ memory) and what an idle service still spends (CPU of the Node service between j
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -67,7 +66,6 @@ def live_instances(pid: int, class_name: str) -> int:
     return 0
 
 
-@pytest.mark.skipif(shutil.which("jcmd") is None, reason="needs the JDK's jcmd")
 def test_resilience4j_breakers_that_opened_are_let_go_when_their_job_ends(started):
     # a breaker that opens with the automatic move to half-open queues that move on Resilience4j's
     # one scheduler for waitDurationInOpenState; the task held the breaker and its window (here
