@@ -215,7 +215,8 @@ def relaying_client(real_url: str, rewrite_request: Callable[[bytes], bytes] | N
     try:
         yield f"http://127.0.0.1:{address[0]}"
     finally:
-        asyncio.run_coroutine_threadsafe(close_all(), loop).result(10)
+        # hundreds of relayed connections take a while to abort on a loaded machine
+        asyncio.run_coroutine_threadsafe(close_all(), loop).result(60)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
