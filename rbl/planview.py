@@ -82,6 +82,8 @@ def plan_summary(space: TestSpace) -> str:
         lines.append(f"  |L| = {space.loads:<6} loads: " + "; ".join(
             f"{key} {'in [' + _values(values) + ']' if len(values) > 1 else '= ' + _values(values)}"
             for key, values in space.workload.settings if len(values) > 1 or key in _SHOWN))
+    if space.istio_version is not None:
+        lines.append(f"  istio       the istio clients follow Istio {space.istio_version}'s defaults")
     lines.append(f"  sum |CONF_i| = {confs} over {len(space.clients)} client{'s' if len(space.clients) != 1 else ''}:")
     for client in space.clients:
         axes = "; ".join(f"{p.name} in [{_values(p.values)}]" for p in client.axes)

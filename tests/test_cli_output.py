@@ -79,7 +79,8 @@ def test_shell_completion_is_offered_and_completes_commands_and_options(tmp_path
     ("rbl run --backend k", {"kubernetes"}),
     ("rbl run --order r", {"randomized"}),
     ("rbl calibrate --proxy e", {"envoy"}),
-    ("rbl explain E022", {"E0220", "E0221", "E0222", "E0223", "E0224", "E0225", "E0226", "E0227", "E0228"}),
+    ("rbl explain E022", {"E0220", "E0221", "E0222", "E0223", "E0224", "E0225", "E0226", "E0227", "E0228",
+                           "E0229"}),
 ])
 def test_completion_offers_an_option_s_values_and_explain_s_codes(tmp_path, words, expected):
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from rbl.targets.envoy_binary import envoy_binary
-from rbl.mesh.sidecar_config import (DEFAULT_RETRY_ON, UNLIMITED, SidecarAddresses, cluster,
+from rbl.libraries.istio import DEFAULT_RETRY_ON
+from rbl.mesh.sidecar_config import (UNLIMITED, SidecarAddresses, cluster,
                                      route_configuration, static_bootstrap)
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_file

@@ -11,6 +11,7 @@ from .checks.assertions import check_assertions
 from .checks.clients import check_clients
 from .checks.context import CheckContext
 from .checks.equivalence import check_equivalence
+from .checks.istio_release import check_istio_release
 from .checks.libraries import check_libraries
 from .checks.mesh import check_mesh_policies
 from .checks.neutral import check_lets, check_unused_lets
@@ -36,6 +37,7 @@ PASSES = (
     check_clients,
     check_placements,
     check_mesh_policies,
+    check_istio_release,
     check_unused_lets,
     check_equivalence,
     check_assertions,
@@ -133,6 +135,7 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         workload=ctx.workload,
         target_resources=_target_resources(s),
         topology=ctx.topology,
+        istio_version=str(s["istio.version"].v) if "istio.version" in s else None,
     )
 
 

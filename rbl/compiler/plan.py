@@ -65,6 +65,7 @@ def plan_header(space: TestSpace) -> dict:
         "breakdown": breakdown(space),
         "target": {"path": space.target, **(space.target_resources or {})},
         **({"topology": space.topology.record()} if space.topology is not None else {}),
+        **({"istio": {"version": space.istio_version}} if space.istio_version is not None else {}),
         "fault": fault,
         "users": _axis(space.users, lambda v: v.v),
         **({"load": _load_header(space)} if space.workload is not None else {}),

@@ -118,6 +118,7 @@ class TestSpace:
     workload: Workload | None = None      # open-loop load (rbl/compiler/workload.py); None: closed loop
     target_resources: dict | None = None  # target.cpus / replicas / noisy_cpus, when the spec sets them
     topology: Topology | None = None      # the services the load's requests pass through; None: one target
+    istio_version: str | None = None      # the Istio release whose defaults istio clients follow; None: today's
 
     @property
     def loads(self) -> int:

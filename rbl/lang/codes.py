@@ -220,6 +220,16 @@ for now. A client cannot compose a controller with the static policy it controls
 (`adaptive_breaker` with `circuit_breaker`, `aimd_retry` with `retry`): both would set the same
 field.
 """),
+    "E0229": ("an Istio release rbl does not know, or a field it lacks", """
+`istio.version` names the Istio release whose defaults the `istio` clients follow, as `1.MINOR`
+or `1.MINOR.PATCH` in quotes, 1.8 or later (rbl read Istio's defaults from 1.8 on; a release after
+the newest it read behaves as that one). What changes with it: before 1.24, Istio's default
+retry, and a `retry` that leaves retryOn out, also retry a 503 answer. A field the release does not
+have is refused: `retries.backoff` came in 1.26.
+
+    istio.version = "1.14"         // ok: the service-mesh papers' release
+    istio.version = 1.14           // error: a number, not a release (as numbers, 1.14 and 1.140 are one)
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

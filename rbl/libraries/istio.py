@@ -8,6 +8,39 @@ from __future__ import annotations
 # without retryOn): since Istio 1.24 without 503, so over HTTP/1.1 it retries failed connections only
 DEFAULT_ATTEMPTS = 2
 DEFAULT_RETRY_ON = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes"
+# Istio's releases (docs/library-semantics.md, Istio's defaults by release): before 1.24 the default
+# retry also retried a 503 answer; `retries.backoff` exists from 1.26. rbl read the defaults of
+# 1.8 to 1.30; a later release is taken to behave as 1.30.
+OLDEST_RELEASE = (1, 8)
+NEWEST_RELEASE_READ = (1, 30)
+RETRIES_503_UNTIL = (1, 24)          # the first release whose default retry leaves a 503 alone
+BACKOFF_SINCE = (1, 26)
+OLD_DEFAULT_RETRY_ON = DEFAULT_RETRY_ON + ",503"
+RELEASE_FORMAT = "1.MINOR or 1.MINOR.PATCH, e.g. \"1.14\""
+
+
+def parse_release(text: str) -> tuple[int, int] | None:
+    """(1, minor) of "1.minor" or "1.minor.patch"; None for anything else."""
+    parts = text.split(".")
+    if len(parts) not in (2, 3) or not all(part.isascii() and part.isdigit() and len(part) <= 4 for part in parts):
+        return None
+    if parts[0] != "1" or any(len(part) > 1 and part.startswith("0") for part in parts):
+        return None
+    return 1, int(parts[1])
+
+
+def default_retry_on(release: str | None) -> str:
+    """The conditions of Istio's default retry (and of a `retries` without retryOn) in a release;
+    None: today's."""
+    parsed = parse_release(release) if release else None
+    return OLD_DEFAULT_RETRY_ON if parsed is not None and parsed < RETRIES_503_UNTIL else DEFAULT_RETRY_ON
+
+
+def release_of(header: dict) -> str | None:
+    """The Istio release a plan's mesh policies follow (its `istio.version`); None: today's."""
+    return (header.get("istio") or {}).get("version")
+
+
 # the conditions Istio's validation accepts in retryOn: Envoy's and gRPC's (besides HTTP statuses)
 RETRY_CONDITIONS = ("5xx", "gateway-error", "reset", "reset-before-request", "connect-failure", "retriable-4xx",
                     "refused-stream", "retriable-status-codes", "retriable-headers", "envoy-ratelimited",

@@ -44,11 +44,13 @@ class SidecarError(RblError):
 
 
 class Sidecar:
-    """One sidecar's files (in `directory`) and admin API."""
+    """One sidecar's files (in `directory`) and admin API; its routes follow Istio `release`'s
+    defaults (None: today's)."""
 
-    def __init__(self, directory: Path, addresses: SidecarAddresses):
+    def __init__(self, directory: Path, addresses: SidecarAddresses, release: str | None = None):
         self.directory = directory
         self.addresses = addresses
+        self.release = release
         self.version = 0
         self.rds = directory / "rds.json"
         self.cds = directory / "cds.json"
@@ -72,11 +74,11 @@ class Sidecar:
 
     def resources(self, pattern: str, config: dict) -> tuple[dict, list[dict]]:
         """A client's sidecar: one route and one cluster, to the fault proxy, under the configuration's policies."""
-        return route_configuration(pattern, config), [cluster(pattern, config, self.addresses)]
+        return route_configuration(pattern, config, self.release), [cluster(pattern, config, self.addresses)]
 
     def resources_of(self, policies: dict[str, dict], baseline: bool) -> tuple[dict, list[dict]]:
         """resources() of policies already split (and placed: those a topology puts on its entry)."""
-        route = route_for(policies, CLUSTER_NAME, baseline=baseline)
+        route = route_for(policies, CLUSTER_NAME, baseline=baseline, release=self.release)
         virtual_host = {"name": "all", "domains": ["*"], "routes": [{"match": {"prefix": "/"}, "route": route}]}
         endpoint = (self.addresses.upstream_host, self.addresses.upstream_port)
         return route_configuration_of([virtual_host]), [cluster_for(policies, CLUSTER_NAME, [endpoint])]

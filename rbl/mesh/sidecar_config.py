@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..clients.protocol import SIDECAR_FLAGS_HEADER
 from ..libraries.composition import BASELINE, policies_of
-from ..libraries.istio import DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, UNLIMITED, enforced_policies
+from ..libraries.istio import DEFAULT_ATTEMPTS, UNLIMITED, default_retry_on, enforced_policies
 
 ROUTE_NAME = "outbound"
 CLUSTER_NAME = "upstream"
@@ -73,10 +73,11 @@ def sidecar_bootstrap(addresses: SidecarAddresses, rds_path: str, cds_path: str,
             "static_resources": {"listeners": [listener]}}
 
 
-def static_bootstrap(addresses: SidecarAddresses, pattern: str, config: dict, node_id: str = "rbl-sidecar") -> dict:
+def static_bootstrap(addresses: SidecarAddresses, pattern: str, config: dict, node_id: str = "rbl-sidecar",
+                     release: str | None = None) -> dict:
     """One configuration's sidecar as a self-contained bootstrap (route and cluster inline): what
     the file-driven sidecar runs for it, in the form Envoy's validation and a restart take."""
-    route = {key: value for key, value in route_configuration(pattern, config).items() if key != "@type"}
+    route = {key: value for key, value in route_configuration(pattern, config, release).items() if key != "@type"}
     upstream = {key: value for key, value in cluster(pattern, config, addresses).items() if key != "@type"}
     bootstrap = sidecar_bootstrap(addresses, "unused", "unused", node_id)
     del bootstrap["dynamic_resources"]
@@ -87,12 +88,12 @@ def static_bootstrap(addresses: SidecarAddresses, pattern: str, config: dict, no
     return bootstrap
 
 
-def _retry_policy(retry: dict | None) -> dict | None:
-    """HTTPRetry as Istio translates it; None means no retries."""
+def _retry_policy(retry: dict | None, release: str | None = None) -> dict | None:
+    """HTTPRetry as Istio `release` translates it (None: today's); None means no retries."""
     attempts = DEFAULT_ATTEMPTS if retry is None else retry.get("attempts", DEFAULT_ATTEMPTS)
     if attempts == 0:
         return None
-    tokens = [t.strip() for t in ((retry or {}).get("retryOn") or DEFAULT_RETRY_ON).split(",") if t.strip()]
+    tokens = [t.strip() for t in ((retry or {}).get("retryOn") or default_retry_on(release)).split(",") if t.strip()]
     statuses = [int(t) for t in tokens if t.isascii() and t.isdigit()]     # str.isdigit alone takes "²"
     conditions = [t for t in tokens if not (t.isascii() and t.isdigit())]
     if statuses and "retriable-status-codes" not in conditions:
@@ -110,9 +111,9 @@ def _retry_policy(retry: dict | None) -> dict | None:
     return policy
 
 
-def route_configuration(pattern: str, config: dict) -> dict:
-    """The VirtualService part: the route's retry policy and timeout."""
-    route = route_for(policies_of(pattern, config), CLUSTER_NAME, baseline=pattern == BASELINE)
+def route_configuration(pattern: str, config: dict, release: str | None = None) -> dict:
+    """The VirtualService part: the route's retry policy and timeout (Istio `release`'s defaults)."""
+    route = route_for(policies_of(pattern, config), CLUSTER_NAME, baseline=pattern == BASELINE, release=release)
     return route_configuration_of([{"name": "all", "domains": ["*"],
                                     "routes": [{"match": {"prefix": "/"}, "route": route}]}])
 
@@ -124,11 +125,12 @@ def route_configuration_of(virtual_hosts: list[dict]) -> dict:
             "virtual_hosts": virtual_hosts}
 
 
-def route_for(policies: dict[str, dict], cluster_name: str, baseline: bool = False) -> dict:
+def route_for(policies: dict[str, dict], cluster_name: str, baseline: bool = False,
+              release: str | None = None) -> dict:
     """A route to `cluster_name` under these policies (policies_of's result): retries and timeout.
-    No retry policy among them: Istio's default retry (none at all for the baseline)."""
+    No retry policy among them: Istio `release`'s default retry (none at all for the baseline)."""
     policies = enforced_policies(policies)        # a controller's policy: as its current value holds it
-    retry = _retry_policy(policies.get("retry", {"attempts": 0} if baseline else None))
+    retry = _retry_policy(policies.get("retry", {"attempts": 0} if baseline else None), release)
     timeout = policies.get("timeout", {}).get("timeout")
     route = {"cluster": cluster_name, "timeout": _duration(timeout) if timeout else "0s"}
     if retry is not None:

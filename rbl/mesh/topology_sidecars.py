@@ -18,15 +18,17 @@ ISTIO_LB_POLICY = "LEAST_REQUEST"
 
 
 def caller_resources(placed: dict[str, dict[str, dict]], endpoints: dict[str, list[tuple[str, int]]],
-                     baseline: bool = False, faults: dict[str, dict] | None = None) -> tuple[dict, list[dict]]:
+                     baseline: bool = False, faults: dict[str, dict] | None = None,
+                     release: str | None = None) -> tuple[dict, list[dict]]:
     """(RouteConfiguration, clusters) of one caller's sidecar: for each service it calls (the keys of
     `endpoints`, each with its replicas' addresses), the policies placed on that service, and the fault
     injected into calls of it (`faults`: service -> a plan's fault record; the sidecar's fault filter,
-    before its router, so a retry in this sidecar never sees it, as Istio documents)."""
+    before its router, so a retry in this sidecar never sees it, as Istio documents). Istio `release`'s
+    defaults apply (None: today's)."""
     virtual_hosts, clusters = [], []
     for callee, addresses in endpoints.items():
         policies = placed.get(callee, {})
-        route = {"match": {"prefix": "/"}, "route": route_for(policies, callee, baseline=baseline)}
+        route = {"match": {"prefix": "/"}, "route": route_for(policies, callee, baseline=baseline, release=release)}
         if faults and callee in faults:
             route["typed_per_filter_config"] = route_fault(faults[callee])
         virtual_hosts.append({"name": callee, "domains": [callee, f"{callee}:*"], "routes": [route]})

@@ -24,7 +24,8 @@ from .. import __version__
 from ..errors import UsageError
 from ..yaml_text import comment_text, yaml_quote
 from ..libraries.composition import BASELINE, pattern_names, policies_of
-from ..libraries.istio import CONTROLLED, enforced_policies, placed_policies
+from ..libraries.istio import (AIMD_RETRY, CONTROLLED, DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, default_retry_on,
+                               enforced_policies, placed_policies, release_of)
 from ..topology import kubernetes_service
 
 ISTIO_DIR = "istio"
@@ -108,15 +109,19 @@ def _put(tree: dict, path: tuple[str, ...], value: object) -> None:
     tree[path[-1]] = value
 
 
-def translate(pattern: str, config: dict) -> tuple[dict, dict]:
+def translate(pattern: str, config: dict, release: str | None = None) -> tuple[dict, dict]:
     """(DestinationRule trafficPolicy, VirtualService HTTP route fields) of one configuration.
-    Parameters not in the configuration stay out, so Istio's defaults apply. Raises ValueError
-    for a policy or parameter rbl has no Istio field for."""
-    return translate_policies(policies_of(pattern, config), baseline=pattern == BASELINE)
+    Parameters not in the configuration stay out, so Istio's defaults apply, except a default retry
+    that Istio `release` ran and today's does not (see translate_policies). Raises ValueError for a
+    policy or parameter rbl has no Istio field for."""
+    return translate_policies(policies_of(pattern, config), baseline=pattern == BASELINE, release=release)
 
 
-def translate_policies(policies: dict[str, dict], baseline: bool = False) -> tuple[dict, dict]:
-    """translate() of policies already split (and placed): {policy: parameters}."""
+def translate_policies(policies: dict[str, dict], baseline: bool = False,
+                       release: str | None = None) -> tuple[dict, dict]:
+    """translate() of policies already split (and placed): {policy: parameters}. Where Istio
+    `release`'s default retry differs from today's (it retried a 503), a route without retries gets
+    that default written out, so any release runs what `release` ran."""
     rule: dict = {}
     route: dict = {}
     # a controller's policy is written as it starts (rbl's runner retunes it; Istio has no API for that)
@@ -131,6 +136,9 @@ def translate_policies(policies: dict[str, dict], baseline: bool = False) -> tup
             if resource == "placement":          # the resources' host, not a field of them
                 continue
             _put(rule if resource == "rule" else route, path, _value(kind, value, f"{policy}.{parameter}"))
+    old_default = default_retry_on(release)
+    if not baseline and "retries" not in route and AIMD_RETRY not in policies and old_default != DEFAULT_RETRY_ON:
+        route["retries"] = {"attempts": DEFAULT_ATTEMPTS, "retryOn": old_default}
     if baseline:
         route["retries"] = {"attempts": 0}   # baseline: rbl's baseline switches Istio's default retry off
     elif route.get("retries", {}).get("attempts") == 0:
@@ -190,14 +198,15 @@ def render_configuration(header: dict, label: str, pattern: str, index: int, cou
     topology = header.get("topology")
     metadata = lambda name: _metadata(name, options, label, index, config)  # noqa: E731
     if topology is None:
-        rule, route = translate(pattern, config)
+        rule, route = translate(pattern, config, release_of(header))
         documents = _resources(options.service, rule, route, metadata(options.name))
     else:
         services = tuple(service["name"] for service in topology["services"])
         placed = placed_policies(policies_of(pattern, config), topology["entry"], services)
         documents = []
         for service in services:
-            rule, route = translate_policies(placed[service], baseline=pattern == BASELINE)
+            rule, route = translate_policies(placed[service], baseline=pattern == BASELINE,
+                                             release=release_of(header))
             host = kubernetes_service(service)
             documents += [*(["---"] if documents else []), *_resources(host, rule, route, metadata(f"rbl-{host}"))]
     parameters = " ".join(f"{k}={v}" for k, v in config.items()) or "no parameters"
@@ -206,6 +215,9 @@ def render_configuration(header: dict, label: str, pattern: str, index: int, cou
             f"{index + 1} of {count}: {comment_text(parameters)}",
             f"# Put it in force: kubectl apply -f THIS_FILE. Every file names its rules {names}, so",
             "# applying another file replaces this configuration (istio/README.md says more)."]
+    if release_of(header) is not None:
+        head.append(f"# Istio {release_of(header)}'s defaults: where they differ from today's (its default retry also "
+                    "retried a 503), they are written out.")
     controlled = [name for name in pattern_names(pattern) if name in CONTROLLED]
     if controlled:
         head.append(f"# {controlled[0]} is a controller: `rbl run` retunes its {CONTROLLED[controlled[0]]} while the "

@@ -27,6 +27,7 @@ from rich.console import Console
 from ... import __version__
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
+from ...libraries.istio import release_of
 from ...mesh.sidecar import Sidecar, SidecarError
 from ...runner.backend import Prepared, RoundFailed
 from ...runner.fault_control import FaultControl
@@ -250,7 +251,7 @@ class DockerServices:
         """The runner's hold on a started sidecar: its files on the host and its admin API."""
         previous = self.sidecars.get(service.library)
         sidecar = host_sidecar(context, self.deployment, service, self._sidecar_admin_port(service.library),
-                               self.upstream_host)
+                               self.upstream_host, release_of(self.header))
         if previous is not None:                 # a replaced sidecar reads the files at their last version
             sidecar.version = previous.version
         self.sidecars[service.library] = sidecar

@@ -32,6 +32,7 @@ from ...compiler.plan import axis_largest
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing
 from ...libraries.composition import BASELINE
+from ...libraries.istio import release_of
 from ...plan_records import MESH_SERVICE, is_open_loop
 from ...store.run_layout import TOPOLOGY
 from ...topology import topology_from_record
@@ -114,10 +115,11 @@ class LocalBackend:
         # open-loop load: a client may hold as many calls at once as the load generator opens
         users = OPEN_LOOP_CONNECTIONS if is_open_loop(header) else axis_largest(header["users"])
         services = LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
-                                 self.proxy, header.get("target"))
+                                 self.proxy, header.get("target"), release_of(header))
         if "topology" in header:
             services.topology = TopologyServices(topology_from_record(header["topology"]), run_dir / TOPOLOGY,
-                                                 services.target_token, prepared.chain, envoy_binary(), services._start)
+                                                 services.target_token, prepared.chain, envoy_binary(), services._start,
+                                                 release_of(header))
         return services
 
 
@@ -125,7 +127,7 @@ class LocalServices:
     """One run's processes: target, proxy and clients, with their endpoints."""
 
     def __init__(self, logs: Path, libraries: dict[str, str], options: LocalOptions, max_users: int = 0,
-                 proxy: ProxyChoice | None = None, target: dict | None = None):
+                 proxy: ProxyChoice | None = None, target: dict | None = None, istio_release: str | None = None):
         self.logs = logs
         self.libraries = libraries           # library -> its client service kind (the catalogue's `client`)
         self.options = options
@@ -137,6 +139,7 @@ class LocalServices:
         self.sidecars: dict[str, tuple[Service, Sidecar]] = {}     # a mesh client's library -> its sidecar
         self.target_port = 0
         self.target = target or {}                   # the plan's target: path, cpus, replicas, noisy_cpus
+        self.istio_release = istio_release          # whose defaults the sidecars follow (None: today's)
         self.budgets: list[CpuBudget] = []
         self.target_description = ""                 # what runs as the target, and which budget is enforced
         self.proxy_port = 0
@@ -274,7 +277,8 @@ class LocalServices:
         if binary is None:
             raise EnvironmentMissing(f"{library} needs a sidecar Envoy, and none is installed", hint=ENVOY_ADVICE)
         addresses = SidecarAddresses(free_port(), free_port(), HOST, self.proxy_port, HOST)
-        sidecar = Sidecar(self.logs.parent / "envoy" / f"sidecar-{_file_name(library)}", addresses)
+        sidecar = Sidecar(self.logs.parent / "envoy" / f"sidecar-{_file_name(library)}", addresses,
+                          self.istio_release)
         bootstrap = sidecar.write_initial()
         # one worker: Envoy's connection pools are per worker, so with more a connection limit of 1
         # opened one connection per worker (limits on requests are global either way)

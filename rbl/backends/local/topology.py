@@ -52,13 +52,14 @@ class TopologyServices:
     they stop with every other service), and what the runner asks of them."""
 
     def __init__(self, topology: Topology, directory: Path, token: str, chain: Path, envoy: Path,
-                 start_service: Callable[..., Service]):
+                 start_service: Callable[..., Service], istio_release: str | None = None):
         self.topology = topology
         self.directory = directory           # RUN/topology: the replicas' configurations, the sidecars' files
         self.token = token
         self.chain = chain
         self.envoy = envoy
         self.start_service = start_service
+        self.istio_release = istio_release   # whose defaults the sidecars follow (None: today's)
         self.replicas = {s.name: [Replica(s.name, r, free_port(), s.replica_cpus(r)) for r in range(s.replicas)]
                          for s in topology.services}
         # a sidecar for every service that calls others: its addresses, and the files it watches
@@ -91,7 +92,8 @@ class TopologyServices:
 
     def _start_sidecar(self, name: str) -> None:
         sidecar = self.sidecars[name]
-        bootstrap = sidecar.write_initial_resources(*caller_resources({}, self.endpoints(name)), faults=True)
+        bootstrap = sidecar.write_initial_resources(
+            *caller_resources({}, self.endpoints(name), release=self.istio_release), faults=True)
         # one worker, as the clients' sidecars: a pool limit is then one pool's, not one per worker
         service = self.start_service(f"{name} sidecar (Envoy)",
                                      [str(self.envoy), "-c", str(bootstrap), "--use-dynamic-base-id",
@@ -150,7 +152,7 @@ class TopologyServices:
     def _apply_sidecars(self) -> None:
         for name, sidecar in self.sidecars.items():
             sidecar.apply_resources(*caller_resources(self.placed, self.endpoints(name), self.baseline,
-                                                      self.sidecar_faults.get(name)))
+                                                      self.sidecar_faults.get(name), self.istio_release))
 
     def callers_of(self, service: str, only: str | None = None) -> list[str]:
         return [name for name in self.sidecars if service in self.endpoints(name) and only in (None, name)]

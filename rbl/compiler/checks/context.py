@@ -29,3 +29,4 @@ class CheckContext:
     used_lets: set = field(default_factory=set)
     size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)
     defaults: dict = field(default_factory=dict)        # id(ParamDef) -> its Param at the default
+    setting_spans: dict = field(default_factory=dict)   # setting key -> the span of the statement setting it

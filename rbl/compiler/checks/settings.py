@@ -9,6 +9,7 @@ from ...lang import ast
 from ..axes import single
 from ...lang.types import Bound, ParamType, suggest
 from ...lang.units import Value, format_value
+from ...libraries.istio import OLDEST_RELEASE, RELEASE_FORMAT, parse_release
 from ..urlpath import target_problem
 from ..workload import LOAD_KINDS, LOAD_SETTINGS
 from .context import CheckContext
@@ -84,6 +85,10 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
                                                                Bound("<=", Value("float", Fraction(256))))),
                                     None, False, "CPU budget of the last replica instead of target.cpus "
                                                  "(a noisy neighbour's share)"),
+    # the Istio release whose defaults the mesh policies follow (rbl/libraries/istio.py)
+    "istio.version": SettingDef(ParamType("string"), None, False,
+                                "the Istio release whose defaults the istio clients' policies follow, e.g. "
+                                "\"1.14\" (1.8 and later) [default: today's, as Istio 1.24 and later]"),
     # defaults apply to open-loop spaces only (checks/load.py)
     **{key: SettingDef(setting.type, None, True, setting.doc) for key, setting in LOAD_SETTINGS.items()},
 }
@@ -105,6 +110,7 @@ def check_settings(ctx: CheckContext) -> None:
             report_set_twice(ctx.diags, item, seen[key])
             continue
         seen[key] = item
+        ctx.setting_spans[key] = item.span
         what = f"`{key}`"
         if isinstance(item, ast.Axis):
             if not definition.axis:
@@ -168,6 +174,7 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
     if "fault.by" in seen and "fault.at" not in seen:
         ctx.diags.error("E0219", "`fault.by` only applies to a fault placed with `fault.at`", seen["fault.by"].span,
                         "no `fault.at`", help="add `fault.at = SERVICE` (a service of the topology), or remove it")
+    _check_istio_release(ctx, seen)
     order = ctx.settings.get("order")
     if "order.seed" in seen and order is not None and order.v != "randomized":
         ctx.diags.error("E0219", "`order.seed` only applies to a randomized order", seen["order.seed"].span,
@@ -186,3 +193,17 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
                         seen["target"].value.span, f"not a URL path: {problem}",
                         help='write the httpbin path, e.g. `target = "/bytes/1000"`; escape other characters '
                              'as %XX (a space is %20)')
+
+
+def _check_istio_release(ctx: CheckContext, seen: dict) -> None:
+    release = ctx.settings.get("istio.version")
+    if release is None:
+        return
+    parsed = parse_release(str(release.v))
+    if parsed is None or parsed < OLDEST_RELEASE:
+        del ctx.settings["istio.version"]
+        oldest = ".".join(map(str, OLDEST_RELEASE))
+        ctx.diags.error("E0229", f"`istio.version` must be an Istio release, {oldest} or later, found "
+                                 f"{format_value(release)}", seen["istio.version"].value.span,
+                        "not a release rbl knows" if parsed is not None else "not a release number",
+                        help=f"write {RELEASE_FORMAT}; rbl knows Istio's defaults from {oldest} on")

@@ -72,12 +72,13 @@ def sidecar_files(deployment: Deployment) -> dict[str, str]:
 
 
 def host_sidecar(deployment_dir: Path, deployment: Deployment, service: Service, admin_port: int,
-                 upstream_host: str) -> Sidecar:
+                 upstream_host: str, istio_release: str | None = None) -> Sidecar:
     """The Sidecar the runner drives: the files under `deployment_dir` (what the container has
     mounted), the admin API on the host's `admin_port`, the fault proxy at `upstream_host` (an
-    address, so its cluster is the local backend's STATIC one)."""
+    address, so its cluster is the local backend's STATIC one); Istio `istio_release`'s defaults."""
     inside = container_addresses(deployment, service.library)
     sidecar = Sidecar(deployment_dir / sidecar_directory(service.library),
-                      SidecarAddresses(inside.listen_port, admin_port, upstream_host, inside.upstream_port, "127.0.0.1"))
+                      SidecarAddresses(inside.listen_port, admin_port, upstream_host, inside.upstream_port, "127.0.0.1"),
+                      istio_release)
     sidecar.version = FIRST_VERSION            # the next configuration is a new version of the files
     return sidecar

@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ...errors import UsageError
+from ...libraries.istio import release_of
 from ...mesh.sidecar_config import SidecarAddresses, discovery_response, sidecar_bootstrap
 from ...mesh.topology_sidecars import caller_resources
 from ...topology import Topology, chain_config, kubernetes_service, topology_from_record
@@ -112,7 +113,7 @@ def topology_files(header: dict, sidecar_dir_in_container: str, sidecar_port: in
         files[replica.config_file] = _json(chain_config(service, replica.index, outbound if replica.calls else None))
         if not replica.calls:
             continue
-        route, clusters = caller_resources({}, _endpoints(topology, replica.service))
+        route, clusters = caller_resources({}, _endpoints(topology, replica.service), release=release_of(header))
         # the replica's port is taken in the shared namespace: the sidecar's upstream is its callees
         addresses = SidecarAddresses(sidecar_port, sidecar_admin_port, "127.0.0.1", CHAIN_PORT, "127.0.0.1")
         directory = replica.sidecar_directory
