@@ -167,11 +167,22 @@ def test_user_declared_library(cli, tmp_path):
     assert first["library"] == "gofail" and first["config"] == {"attempts": 2, "backoff": 10}
 
 
-def test_readme_commands_are_real():
+def _readme_command(marker: str) -> str:
     readme = (REPO / "README.md").read_text()
-    assert "python3 -m pytest -q" in readme.split("<!-- test-command -->")[1].split("<!-- /test-command -->")[0]
-    assert "pip install -e '.[test]' && rbl run examples/quickstart.rbl" in readme
+    block = readme.split(f"<!-- {marker} -->")[1].split(f"<!-- /{marker} -->")[0]
+    (command,) = [line for line in block.splitlines() if line and not line.startswith("```")]
+    return command
+
+
+def test_readme_commands_are_real():
+    """.ci/run runs both on a fresh clone; here, that they are the newcomer's whole set-up."""
+    run, test = _readme_command("run-command"), _readme_command("test-command")
+    assert run.startswith("python3 -m venv .venv && . .venv/bin/activate && ")
+    assert "pip install -e '.[envoy]'" in run and run.endswith("rbl run examples/quickstart.rbl")
+    assert test.startswith(". .venv/bin/activate && ") and "pip install -e '.[test]'" in test
+    assert test.endswith("python3 -m pytest -q")
     assert (REPO / "examples" / "quickstart.rbl").is_file()
+    assert "$(readme_command run-command)" in (REPO / ".ci" / "run").read_text()
 
 
 def test_a_full_disk_is_exit_5_with_a_message_not_a_traceback(cli, monkeypatch, tmp_path):
