@@ -13,7 +13,7 @@ import pytest
 
 from rbl.lang.codes import CODES
 
-from .conftest import EXAMPLES, REPO
+from .conftest import EXAMPLES, REPO, run_rbl
 
 QUICKSTART = EXAMPLES / "quickstart.rbl"
 
@@ -183,6 +183,22 @@ def test_readme_commands_are_real():
     assert test.endswith("python3 -m pytest -q")
     assert (REPO / "examples" / "quickstart.rbl").is_file()
     assert "$(readme_command run-command)" in (REPO / ".ci" / "run").read_text()
+
+
+DURATION_CLAIM = re.compile(r"\b(?:in|takes) (?:well )?(?:about |under |a )?(?:a|an|one|two|three|few|[0-9.]+) "
+                            r"(?:s|min|minutes?|hours?)\b", re.I)
+
+
+def test_each_example_has_one_duration_the_plan_s():
+    """No example states a time of its own beside `rbl plan`'s estimate; the quickstart's, which
+    its comment and the README repeat, is the estimate."""
+    claims = {path.name: DURATION_CLAIM.findall(path.read_text()) for path in sorted((REPO / "examples").glob("*.rbl"))}
+    assert {name: found for name, found in claims.items() if found and name != "quickstart.rbl"} == {}
+    planned = run_rbl("plan", "examples/quickstart.rbl", cwd=REPO)
+    estimate = re.search(r"^time +=[^(]*?(about [0-9.]+ (?:s|min))", planned.stdout, re.M).group(1)
+    assert f"in {estimate} as `rbl plan` estimates it" in (EXAMPLES / "quickstart.rbl").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert f"takes {estimate} (`rbl plan`'s estimate)" in readme and f"# {estimate}: runs/quickstart" in readme
 
 
 def test_a_full_disk_is_exit_5_with_a_message_not_a_traceback(cli, monkeypatch, tmp_path):
