@@ -31,6 +31,14 @@ def load_size_problem(record: Mapping[str, Any], capacity_rps: float | None = No
     A rate given as a share is checked when a capacity is known: the record's, else `capacity_rps`."""
     duration = record["duration_s"]
     profile = record["profile"]
+    if (profile["kind"] == "trace") != ("points" in profile):
+        return "profile: a trace profile has points, and only a trace profile"
+    if "points" in profile:
+        times = [t for t, _ in profile["points"]]
+        if any(later <= earlier for earlier, later in zip(times, times[1:])):
+            return "profile.points: the trace's times must increase"
+        if not any(factor > 0 for _, factor in profile["points"]):
+            return "profile.points: every factor of the trace is 0"
     if duration / record["window_s"] > MAX_LOAD_WINDOWS:
         return (f"duration {duration:g} s over window_s {record['window_s']:g} s is more than "
                 f"{MAX_LOAD_WINDOWS:,} windows")
@@ -40,6 +48,8 @@ def load_size_problem(record: Mapping[str, Any], capacity_rps: float | None = No
     capacity = record.get("capacity_rps", capacity_rps)
     rates = [record["rate"], *([profile["peak"]] if "peak" in profile else [])]
     highest = [r["rps"] if "rps" in r else None if capacity is None else r["share"] * capacity for r in rates]
+    if "points" in profile and None not in highest:      # a trace: its factors multiply the rate
+        highest = [rate * max(1, max(factor for _, factor in profile["points"])) for rate in highest]
     if None not in highest and max(highest) * duration > MAX_ROUND_REQUESTS:
         return (f"{_rate(max(highest))} req/s for {duration:g} s is {max(highest) * duration:,.0f} requests in a round, "
                 f"more than {MAX_ROUND_REQUESTS:,}")
@@ -67,7 +77,7 @@ class Load:
 
     rate: Mapping[str, float]            # {"rps": N} or {"share": S} of the target's capacity
     arrivals: str                        # "constant" or "poisson"
-    profile: Mapping[str, Any]           # {"kind": "constant" | "spikes" | "steps" | "ramp", ...}
+    profile: Mapping[str, Any]           # {"kind": "constant" | "spikes" | "steps" | "ramp" | "trace", ...}
     duration_s: float
     warmup_s: float
     timeout_s: float

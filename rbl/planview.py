@@ -25,7 +25,7 @@ def _step(axis: RangeAxis) -> str:
 
 
 _SHOWN = ("load.rate", "load.rps", "load.arrivals", "load.duration", "load.warmup", "load.profile", "load.peak",
-          "load.peak_rps", "load.period", "load.length", "load.capacity")
+          "load.peak_rps", "load.period", "load.length", "load.trace", "load.capacity")
 
 
 def _resources(resources: dict | None) -> str:

@@ -10,10 +10,11 @@ point of L becomes a scenario's `load` record (load_record), the plan's and the 
    "profile": {"kind": "constant"}
             | {"kind": "spikes", "peak": RATE, "period_s": 20, "length_s": 5}
             | {"kind": "steps", "peak": RATE, "period_s": 10}
-            | {"kind": "ramp", "peak": RATE}}
+            | {"kind": "ramp", "peak": RATE}
+            | {"kind": "trace", "source": "FILE.csv", "points": [[SECONDS, FACTOR], ...]}}
 
 A rate as a share is of the target's calibrated capacity (`rbl calibrate`), resolved when the
-run starts (or fixed by `load.capacity`).
+run starts (or fixed by `load.capacity`). A trace's factors multiply the rate (load_trace.py).
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from fractions import Fraction
 from typing import Iterator
 
 from .axes import Axis, iter_product
+from .load_trace import Trace
 from ..lang.types import Bound, ParamType
 from ..lang.units import DURATION_UNITS, Value, native_number
 
 LOAD_KINDS = ("closed", "open")
 ARRIVALS = ("constant", "poisson")
-PROFILES = ("constant", "spikes", "steps", "ramp")
+PROFILES = ("constant", "spikes", "steps", "ramp", "trace")
 MAX_RPS = 1_000_000
 MAX_SHARE = Fraction(10_000)          # 100x the capacity: beyond that a share is a typo
 
@@ -65,7 +67,10 @@ LOAD_SETTINGS: dict[str, LoadSetting] = {
                                "first part of each round, sent but left out of the metrics"),
     "load.profile": LoadSetting(ParamType("enum", PROFILES), Value("enum", "constant"),
                                 "constant, spikes (to load.peak for load.length every load.period), steps "
-                                "(evenly from the rate to load.peak, each load.period long) or ramp (linear)"),
+                                "(evenly from the rate to load.peak, each load.period long), ramp (linear) or "
+                                "trace (the rate times load.trace's factors over time)"),
+    "load.trace": LoadSetting(ParamType("string"), None, "the trace profile's CSV file (`seconds,factor` per line, "
+                                                          "relative to the spec): factors of the rate over time"),
     "load.peak": LoadSetting(_SHARE, None, "the profile's highest rate, as a share of capacity"),
     "load.peak_rps": LoadSetting(_RPS, None, "the profile's highest rate in requests per second"),
     "load.period": LoadSetting(_DURATION, None, "spikes: time from one spike's start to the next; steps: step length"),
@@ -86,6 +91,7 @@ class Workload:
     """An open-loop space's load dimension: each load setting's values (one, or an axis)."""
 
     settings: tuple[tuple[str, Axis], ...]     # (key, values) in LOAD_SETTINGS order, present ones only
+    traces: tuple[tuple[str, Trace], ...] = ()  # each load.trace value (its path as written) and its points
 
     @property
     def size(self) -> int:
@@ -101,8 +107,9 @@ class Workload:
     def records(self) -> Iterator[dict]:
         """Every point of the load dimension as a scenario's `load` record, first setting slowest."""
         keys = [key for key, _ in self.settings]
+        traces = dict(self.traces)
         for combo in iter_product([values for _, values in self.settings]):
-            yield load_record(dict(zip(keys, combo)))
+            yield load_record(dict(zip(keys, combo)), traces)
 
 
 def _seconds(value: Value) -> int | float:
@@ -117,10 +124,14 @@ def _rate(values: dict, share_key: str, rps_key: str) -> dict | None:
     return None
 
 
-def load_record(values: dict[str, Value]) -> dict:
-    """One point of the load dimension (setting -> value) as the plan's `load` record."""
+def load_record(values: dict[str, Value], traces: dict[str, Trace] | None = None) -> dict:
+    """One point of the load dimension (setting -> value) as the plan's `load` record (`traces`: the
+    points of each load.trace file, read by the checks)."""
     profile = {"kind": values["load.profile"].v}
-    if profile["kind"] != "constant":
+    if profile["kind"] == "trace":
+        trace = (traces or {})[values["load.trace"].v]
+        profile.update(source=trace.source, points=trace.record())
+    elif profile["kind"] != "constant":
         profile["peak"] = _rate(values, "load.peak", "load.peak_rps")
         if profile["kind"] in ("spikes", "steps"):
             profile["period_s"] = _seconds(values["load.period"])
@@ -148,4 +159,7 @@ def describe_load(record: dict) -> str:
         text += f", steps to {rate(profile['peak'])} ({profile['period_s']:g} s each)"
     elif profile["kind"] == "ramp":
         text += f", ramp to {rate(profile['peak'])}"
+    elif profile["kind"] == "trace":
+        highest = max(factor for _, factor in profile["points"])
+        text += f", trace {profile['source']} ({len(profile['points'])} points, up to {highest:g}x)"
     return f"{text}, {record['arrivals']}, {record['duration_s']:g} s"

@@ -230,6 +230,18 @@ have is refused: `retries.backoff` came in 1.26.
     istio.version = "1.14"         // ok: the service-mesh papers' release
     istio.version = 1.14           // error: a number, not a release (as numbers, 1.14 and 1.140 are one)
 """),
+    "E0230": ("a load trace rbl cannot replay", """
+`load.profile = trace` replays `load.trace`, a CSV file beside the spec (or an absolute path): a
+header `seconds,factor`, then one point per line, a time from the round's start and a factor of
+the load's rate (`load.rate` or `load.rps`) at that time. Times increase; numbers are plain
+decimals (no signs, no exponents); factors are at most 100 and not all 0; at most 10,000 points
+and 1,000,000 bytes. Between points the rate moves linearly. Blank lines and `#` lines are skipped.
+
+    seconds,factor
+    0,0.8
+    300,1.4        // 140% of the rate five minutes in
+    600,0.8
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

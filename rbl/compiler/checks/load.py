@@ -7,12 +7,14 @@ from ...lang import ast
 from ...plan_records import MAX_LOAD_PERIODS, MAX_LOAD_WINDOWS, MAX_ROUND_REQUESTS
 from ..axes import single
 from ...lang.units import DURATION_UNITS, Value
+from ..load_trace import Trace, read_trace
 from ..workload import LOAD_SETTINGS, Workload
 from .context import CheckContext
 
 CLOSED_ONLY = ("users", "successes", "max_requests")
 PROFILE_NEEDS = {"constant": (), "ramp": ("peak",), "steps": ("peak", "load.period"),
-                 "spikes": ("peak", "load.period", "load.length")}
+                 "spikes": ("peak", "load.period", "load.length"), "trace": ("load.trace",)}
+EXAMPLE_VALUES = {"load.period": "20s", "load.length": "5s", "load.trace": '"traces/day.csv"'}
 
 
 def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_head) -> bool:
@@ -35,16 +37,52 @@ def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_he
     _one_of(ctx, seen, "load.rate", "load.rps", seen["load"].span,
             'add `load.rate in [80%, 120%]` (of the calibrated capacity) or `load.rps = 200`')
     _profile_checks(ctx, seen)
+    traces = _read_traces(ctx, seen)
     values = {}
     for key, setting in LOAD_SETTINGS.items():
         if key in ctx.settings:
             values[key] = ctx.settings[key]
         elif setting.default is not None:
             values[key] = single(setting.default)
+    if traces and "load.duration" not in seen:
+        _trace_duration(ctx, seen, values, traces)
     _warmup_shorter(ctx, seen, values)
-    _round_size(ctx, seen, values)
-    ctx.workload = Workload(tuple(values.items()))
+    _round_size(ctx, seen, values, max((t.highest for t in traces.values()), default=1))
+    ctx.workload = Workload(tuple(values.items()), tuple(traces.items()))
     return True
+
+
+def _read_traces(ctx: CheckContext, seen: dict) -> dict[str, Trace]:
+    """Each load.trace file, read and checked: its path as written -> its points. A file's error is
+    located in the file (line and column), with the spec's `load.trace` beside it."""
+    paths = ctx.settings.get("load.trace")
+    profile = ctx.settings.get("load.profile")
+    if paths is None or profile is None or "trace" not in {v.v for v in profile}:
+        return {}
+    traces = {}
+    for value in paths:
+        found = read_trace(str(value.v), ctx.source.name)
+        if isinstance(found, Trace):
+            traces[str(value.v)] = found
+            continue
+        at = seen["load.trace"].value.span
+        if found.span is None:
+            ctx.diags.error("E0230", found.message, at, found.label, help=found.help)
+        else:
+            ctx.diags.error("E0230", found.message, found.span, found.label,
+                            secondary=((at, "the trace this space replays"),), help=found.help)
+    return traces
+
+
+def _trace_duration(ctx: CheckContext, seen: dict, values: dict, traces: dict[str, Trace]) -> None:
+    """Without `load.duration`, a round replays its trace to the last point."""
+    ends = {trace.end_s for trace in traces.values()}
+    if len(ends) > 1 or 0 in ends:
+        ctx.diags.error("E0213", "the trace profile needs `load.duration` here", seen["load.trace"].span,
+                        "traces of different lengths" if len(ends) > 1 else "the trace's last point is at 0 s",
+                        help="add `load.duration = 30m` (a round replays the trace for that long)")
+        return
+    values["load.duration"] = single(Value("duration", ends.pop() * DURATION_UNITS["s"]))
 
 
 def _one_of(ctx, seen, share_key: str, rps_key: str, missing_span, help_text: str) -> None:
@@ -62,10 +100,10 @@ def _profile_checks(ctx: CheckContext, seen: dict) -> None:
     names = [v.v for v in profile] if profile is not None else ["constant"]
     needs = {need for name in names for need in PROFILE_NEEDS[name]}
     at = seen.get("load.profile") or seen["load"]
-    for key in ("load.period", "load.length"):
+    for key in ("load.period", "load.length", "load.trace"):
         if key in needs and key not in seen:
             ctx.diags.error("E0213", f"the {'/'.join(names)} profile needs `{key}`", at.span, f"no `{key}`",
-                            help=f"add e.g. `{key} = {'20s' if key == 'load.period' else '5s'}`")
+                            help=f"add e.g. `{key} = {EXAMPLE_VALUES[key]}`")
         elif key in seen and key not in needs:
             ctx.diags.error("E0219", f"`{key}` only applies to the profiles that use it", seen[key].key.span,
                             f"the profile is {'/'.join(names)}", help="remove it, or set `load.profile`")
@@ -100,9 +138,10 @@ def _warmup_shorter(ctx: CheckContext, seen: dict, values: dict) -> None:
                         help="`load.warmup` is the first part of `load.duration`, left out of the metrics")
 
 
-def _round_size(ctx: CheckContext, seen: dict, values: dict) -> None:
+def _round_size(ctx: CheckContext, seen: dict, values: dict, trace_factor=1) -> None:
     """What one round may ask for (plan_records' bounds), at its worst over the axes: the requests of
-    the highest rate for the longest duration, and the windows and profile periods in it."""
+    the highest rate (times a trace's highest factor) for the longest duration, and the windows and
+    profile periods in it."""
     duration_key = "load.duration"
     longest = max(v.v for v in values[duration_key])
     at_duration = seen.get(duration_key) or seen["load"]
@@ -129,6 +168,7 @@ def _round_size(ctx: CheckContext, seen: dict, values: dict) -> None:
     if not rates:
         return                      # shares of a capacity measured at run time: the runner checks them
     rps, key = max(rates)
+    rps = max(rps, rps * trace_factor)
     requests = rps * longest / DURATION_UNITS["s"]
     if requests > MAX_ROUND_REQUESTS:
         culprit = seen.get(key) or at_duration
