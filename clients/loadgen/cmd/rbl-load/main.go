@@ -1,8 +1,11 @@
 // rbl-load: rbl's open-loop load generator. It sends requests at the send times of a schedule file,
 // whatever the answers (no coordinated omission), through vegeta's attacker, and writes one CSV line
-// per request with its scheduled and actual send times.
+// per request with its scheduled and actual send times. With --users instead of --schedule it runs
+// a closed population (HTTPMon's users): each user thinks an exponential time, sends, waits for the
+// answer, and thinks again, for --duration; a request's scheduled time is when its user's think ended.
 //
-//	rbl-load --url URL --schedule FILE --out FILE.csv [--method GET|POST] [--body-file F]
+//	rbl-load --url URL (--schedule FILE | --users N --think 1s --duration 30s [--seed 1])
+//	         --out FILE.csv [--method GET|POST] [--body-file F] [--max-requests 2000000]
 //	         [--timeout 30s] [--max-connections 10000] [--flags-header x-rbl-response-flags]
 //
 // Only loopback targets are loaded (checked on the URL and again on every socket's address).
@@ -48,8 +51,9 @@ const (
 
 type options struct {
 	url, schedule, out, method, bodyFile, flagsHeader string
-	timeout                                           time.Duration
-	maxConnections                                    int
+	timeout, think, duration                          time.Duration
+	maxConnections, users, maxRequests                int
+	seed                                              int64
 }
 
 func usageError(format string, args ...any) {
@@ -67,12 +71,21 @@ func parseOptions() options {
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request timeout")
 	flag.IntVar(&o.maxConnections, "max-connections", 10000, "most concurrent connections (and in-flight requests)")
 	flag.StringVar(&o.flagsHeader, "flags-header", "x-rbl-response-flags", "response header recorded in the flags column")
+	flag.IntVar(&o.users, "users", 0, "a closed population of this many users instead of a schedule")
+	flag.DurationVar(&o.think, "think", time.Second, "--users: the mean of each user's exponential think time")
+	flag.DurationVar(&o.duration, "duration", 0, "--users: how long the users send")
+	flag.Int64Var(&o.seed, "seed", 1, "--users: the seed of the think times (user i draws from seed + 7919 i)")
+	flag.IntVar(&o.maxRequests, "max-requests", 2_000_000, "--users: most requests sent (the records' bound)")
 	flag.Parse()
 	switch {
 	case flag.NArg() > 0:
 		usageError("unexpected argument %q", flag.Arg(0))
-	case o.url == "" || o.schedule == "" || o.out == "":
-		usageError("--url, --schedule and --out are required")
+	case o.url == "" || o.out == "" || (o.schedule == "") == (o.users == 0):
+		usageError("--url, --out and one of --schedule or --users are required")
+	case o.users < 0 || o.users > o.maxConnections:
+		usageError("--users must be between 1 and --max-connections (%d), got %d", o.maxConnections, o.users)
+	case o.users > 0 && (o.duration <= 0 || o.think < 0 || o.maxRequests < 1):
+		usageError("--users needs a positive --duration, a --think of 0 or more and --max-requests of at least 1")
 	case o.timeout <= 0:
 		usageError("--timeout must be positive, got %s", o.timeout)
 	case o.maxConnections < 1:
@@ -155,16 +168,8 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	scheduleFile, err := os.Open(o.schedule)
-	if err != nil {
-		usageError("--schedule: %v", err)
-	}
-	offsets, err := readSchedule(scheduleFile)
-	scheduleFile.Close()
-	if err != nil {
-		usageError("--schedule %s: %v", o.schedule, err)
-	}
 	target := vegeta.Target{Method: o.method, URL: o.url}
+	var err error
 	if o.bodyFile != "" {
 		if target.Body, err = readBodyFile(o.bodyFile); err != nil {
 			usageError("--body-file %s: %v", o.bodyFile, err)
@@ -180,12 +185,23 @@ func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	attacker := newAttacker(o)
+	var offsets []time.Duration
+	var population *populationPacer
+	var pacer vegeta.Pacer
 	start := time.Now()
+	if o.users > 0 {
+		population = newPopulationPacer(o.users, o.think, o.duration, o.seed, o.maxRequests, start)
+		offsets, pacer = population.due, population
+	} else {
+		offsets = readScheduleFile(o.schedule)
+		start = time.Now() // the offsets count from here: after the file is read
+		pacer = &schedulePacer{offsets: offsets, start: start}
+	}
 	rec, err := newRecorder(out, offsets, start, o.flagsHeader)
 	if err != nil {
 		fail(err)
 	}
-	results := attacker.Attack(vegeta.NewStaticTargeter(target), &schedulePacer{offsets: offsets, start: start}, 0, "")
+	results := attacker.Attack(vegeta.NewStaticTargeter(target), pacer, 0, "")
 
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
@@ -200,8 +216,14 @@ loop:
 			if err := rec.add(res); err != nil {
 				fail(err)
 			}
+			if population != nil { // its user thinks from the end of the answer, then sends again
+				population.done(res.Seq, res.Timestamp.Sub(start)+res.Latency)
+			}
 		case <-sigs:
 			if grace == nil { // stop sending; give in-flight requests a moment, then write what we have
+				if population != nil {
+					population.stop()
+				}
 				attacker.Stop()
 				grace = time.After(stopGrace)
 			}
@@ -227,6 +249,20 @@ loop:
 		"elapsed_s":  float64(elapsed.Milliseconds()) / 1000,
 	})
 	fmt.Println(string(summary))
+}
+
+// readScheduleFile reads --schedule, or exits with a usage error naming what is wrong.
+func readScheduleFile(path string) []time.Duration {
+	scheduleFile, err := os.Open(path)
+	if err != nil {
+		usageError("--schedule: %v", err)
+	}
+	offsets, err := readSchedule(scheduleFile)
+	scheduleFile.Close()
+	if err != nil {
+		usageError("--schedule %s: %v", path, err)
+	}
+	return offsets
 }
 
 // readBodyFile reads a regular file of at most maxBodyFile bytes: never a device, a FIFO (which

@@ -77,7 +77,7 @@ type recorder struct {
 func newRecorder(out *bufio.Writer, offsets []time.Duration, start time.Time, flagsHeader string) (*recorder, error) {
 	// the header's canonical name, once: Header.Get would make it again (allocating) per request
 	r := &recorder{out: out, offsets: offsets, start: start, flagsHeader: http.CanonicalHeaderKey(flagsHeader),
-		lags: make([]time.Duration, 0, len(offsets)), line: make([]byte, 0, 512)}
+		lags: make([]time.Duration, 0, min(len(offsets), 1<<20)), line: make([]byte, 0, 512)}
 	_, err := out.WriteString(strings.Join(csvHeader, ",") + "\n")
 	return r, err
 }
