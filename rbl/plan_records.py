@@ -30,6 +30,8 @@ def load_size_problem(record: Mapping[str, Any], capacity_rps: float | None = No
     """Why an open-loop `load` record asks for more than a round may (the bounds above), or None.
     A rate given as a share is checked when a capacity is known: the record's, else `capacity_rps`."""
     duration = record["duration_s"]
+    if record.get("kind") == "users":
+        return _population_problem(record)
     profile = record["profile"]
     if (profile["kind"] == "trace") != ("points" in profile):
         return "profile: a trace profile has points, and only a trace profile"
@@ -56,6 +58,17 @@ def load_size_problem(record: Mapping[str, Any], capacity_rps: float | None = No
     return None
 
 
+def _population_problem(record: Mapping[str, Any]) -> str | None:
+    duration, think_s = record["duration_s"], record["think_ms"] / 1000
+    if duration / record["window_s"] > MAX_LOAD_WINDOWS:
+        return (f"duration {duration:g} s over window_s {record['window_s']:g} s is more than "
+                f"{MAX_LOAD_WINDOWS:,} windows")
+    if think_s > 0 and record["users"] * duration / think_s > MAX_ROUND_REQUESTS:
+        return (f"{record['users']} users thinking {record['think_ms']:g} ms for {duration:g} s would send about "
+                f"{record['users'] * duration / think_s:,.0f} requests in a round, more than {MAX_ROUND_REQUESTS:,}")
+    return None
+
+
 def _rate(rps: float) -> str:
     return f"{rps:,.0f}" if rps >= 100 else f"{rps:g}"
 
@@ -70,13 +83,25 @@ class ClientKind(Enum):
     MESH = "mesh"              # a plain HTTP client behind a sidecar Envoy that holds the policies
 
 
+CONSTANT_PROFILE: Mapping[str, Any] = {"kind": "constant"}
+
+
+@dataclass(frozen=True)
+class Population:
+    """`load = users`: HTTPMon's closed population, each user thinking an exponential time (of mean
+    think_ms) between an answer and its next request."""
+
+    users: int
+    think_ms: float
+
+
 @dataclass(frozen=True)
 class Load:
     """An open-loop scenario's load (compiler/workload.py's record): when requests are sent, how
     long, and how its answers are judged."""
 
-    rate: Mapping[str, float]            # {"rps": N} or {"share": S} of the target's capacity
-    arrivals: str                        # "constant" or "poisson"
+    rate: Mapping[str, float] | None     # {"rps": N} or {"share": S} of the target's capacity; None: users
+    arrivals: str | None                 # "constant" or "poisson"; None: users
     profile: Mapping[str, Any]           # {"kind": "constant" | "spikes" | "steps" | "ramp" | "trace", ...}
     duration_s: float
     warmup_s: float
@@ -85,13 +110,18 @@ class Load:
     slo_ms: float
     capacity_rps: float | None           # `load.capacity`: the target's capacity, given instead of calibrated
     record: Mapping[str, Any]            # the plan's record as written (stored in the round's row)
+    population: "Population | None" = None   # `load = users`: the users instead of a rate
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Load":
-        return cls(rate=record["rate"], arrivals=record["arrivals"], profile=record["profile"],
+        population = Population(int(record["users"]), float(record["think_ms"])) \
+            if record.get("kind") == "users" else None
+        return cls(rate=record.get("rate"), arrivals=record.get("arrivals"),
+                   profile=record.get("profile", CONSTANT_PROFILE),
                    duration_s=float(record["duration_s"]), warmup_s=float(record["warmup_s"]),
                    timeout_s=float(record["timeout_s"]), window_s=float(record["window_s"]),
-                   slo_ms=float(record["slo_ms"]), capacity_rps=record.get("capacity_rps"), record=record)
+                   slo_ms=float(record["slo_ms"]), capacity_rps=record.get("capacity_rps"), record=record,
+                   population=population)
 
     @property
     def measured_s(self) -> float:
@@ -100,7 +130,7 @@ class Load:
 
     def rates_given_as_share(self) -> bool:
         """Whether a rate (the base, or a profile's peak) needs the target's capacity."""
-        return "share" in self.rate or "share" in (self.profile.get("peak") or {})
+        return self.rate is not None and ("share" in self.rate or "share" in (self.profile.get("peak") or {}))
 
 
 def load_of(scenario: Mapping[str, Any]) -> Load | None:

@@ -25,7 +25,7 @@ def _step(axis: RangeAxis) -> str:
 
 
 _SHOWN = ("load.rate", "load.rps", "load.arrivals", "load.duration", "load.warmup", "load.profile", "load.peak",
-          "load.peak_rps", "load.period", "load.length", "load.trace", "load.capacity")
+          "load.peak_rps", "load.period", "load.length", "load.trace", "load.capacity", "load.users", "load.think")
 
 
 def _resources(resources: dict | None) -> str:
@@ -72,12 +72,18 @@ def plan_summary(space: TestSpace) -> str:
         lines.append(f"  target      {space.target}, {space.successes} successes per virtual user, "
                      f"at most {space.max_requests} requests")
     else:
-        lines.append(f"  target      {space.target}{_resources(space.target_resources)}, open-loop load")
+        what = "a population of users" if space.workload.kind == "users" else "open-loop load"
+        lines.append(f"  target      {space.target}{_resources(space.target_resources)}, {what}")
     faulty = any(rate.v for rate in fault.rates)
     lines.append(f"  |F| = {len(fault.rates):<6} fault rates ({what}): {_values(fault.rates)}" if faulty
                  else f"  |F| = {len(fault.rates):<6} no fault injected (fault.rate = 0%)")
-    lines.append(f"  |U| = {len(space.users):<6} user counts: {_values(space.users)}" if space.workload is None
-                 else f"  |U| = {len(space.users):<6} no virtual users: requests go out at the load's rate")
+    if space.workload is None:
+        lines.append(f"  |U| = {len(space.users):<6} user counts: {_values(space.users)}")
+    elif space.workload.kind == "users":
+        lines.append(f"  |U| = {len(space.users):<6} no virtual users of the seed paper's kind: the load's users "
+                     "(load.users) think and send")
+    else:
+        lines.append(f"  |U| = {len(space.users):<6} no virtual users: requests go out at the load's rate")
     if space.workload is not None:
         lines.append(f"  |L| = {space.loads:<6} loads: " + "; ".join(
             f"{key} {'in [' + _values(values) + ']' if len(values) > 1 else '= ' + _values(values)}"

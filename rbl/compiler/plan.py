@@ -78,8 +78,8 @@ def plan_header(space: TestSpace) -> dict:
 
 
 def _load_header(space: TestSpace) -> dict:
-    """The open-loop load's settings as the spec gave them (axes as lists of their spelling)."""
-    return {"kind": "open", "axes": list(space.workload.axes),
+    """The load generator's settings as the spec gave them (axes as lists of their spelling)."""
+    return {"kind": space.workload.kind, "axes": list(space.workload.axes),
             "settings": {key: [format_value(v) for v in values] for key, values in space.workload.settings}}
 
 

@@ -1,10 +1,15 @@
-"""The workload of a space: closed loop (the seed paper's virtual users, the default) or open loop
-(requests sent at a rate for a duration, whatever the answers; the service-mesh papers' load).
+"""The workload of a space: closed loop (the seed paper's virtual users, the default), open loop
+(requests sent at a rate for a duration, whatever the answers; the service-mesh papers' load), or a
+population of users (HTTPMon's, as the service-mesh papers also ran: each user thinks an exponential
+time, sends, waits for the answer, thinks again, for a duration). The last two are sent by the load
+generator, request by request, and measured alike.
 
 Open-loop settings are `load.*` space settings; every one may be an axis, so the load is one more
 dimension L of the space: Size(S) = |F| x |U| x |L| x sum |CONF_i| (|U| is 1 in open loop). Each
 point of L becomes a scenario's `load` record (load_record), the plan's and the runner's contract:
 
+  {"kind": "users", "users": 50, "think_ms": 1000, "duration_s": 20, "warmup_s": 5, "timeout_s": 10,
+   "window_s": 5, "slo_ms": 100}
   {"kind": "open", "rate": {"share": 1.2} | {"rps": 200}, "arrivals": "constant" | "poisson",
    "duration_s": 20, "warmup_s": 5, "timeout_s": 10, "window_s": 5, "slo_ms": 100,
    "profile": {"kind": "constant"}
@@ -28,7 +33,8 @@ from .load_trace import Trace
 from ..lang.types import Bound, ParamType
 from ..lang.units import DURATION_UNITS, Value, native_number
 
-LOAD_KINDS = ("closed", "open")
+LOAD_KINDS = ("closed", "open", "users")
+MAX_POPULATION = 2048                 # the connections the backends let a client hold (OPEN_LOOP_CONNECTIONS)
 ARRIVALS = ("constant", "poisson")
 PROFILES = ("constant", "spikes", "steps", "ramp", "trace")
 MAX_RPS = 1_000_000
@@ -83,7 +89,17 @@ LOAD_SETTINGS: dict[str, LoadSetting] = {
                             "the response-time target of the p95 per window"),
     "load.capacity": LoadSetting(_RPS, None, "the target's capacity in requests per second, instead of "
                                              "the calibrated one (for load.rate shares)"),
+    "load.users": LoadSetting(ParamType("int", bounds=(Bound(">=", Value("int", 1)),
+                                                       Bound("<=", Value("int", MAX_POPULATION)))), None,
+                              "load = users: how many users send, each after its think time"),
+    "load.think": LoadSetting(ParamType("duration", bounds=(Bound(">=", Value("duration", Fraction(0))),
+                                                            Bound("<=", Value("duration", 3600 * _SECOND)))),
+                              Value("duration", _SECOND), "load = users: the mean of each user's exponential think time"),
 }
+# which load settings each kind of load takes (the rest are errors there)
+USERS_ONLY = ("load.users", "load.think")
+OPEN_ONLY = tuple(key for key in LOAD_SETTINGS if key not in USERS_ONLY and key not in (
+    "load.duration", "load.warmup", "load.timeout", "load.window", "load.slo"))
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,7 @@ class Workload:
 
     settings: tuple[tuple[str, Axis], ...]     # (key, values) in LOAD_SETTINGS order, present ones only
     traces: tuple[tuple[str, Trace], ...] = ()  # each load.trace value (its path as written) and its points
+    kind: str = "open"                         # "open" (a rate) or "users" (a population that thinks)
 
     @property
     def size(self) -> int:
@@ -109,7 +126,8 @@ class Workload:
         keys = [key for key, _ in self.settings]
         traces = dict(self.traces)
         for combo in iter_product([values for _, values in self.settings]):
-            yield load_record(dict(zip(keys, combo)), traces)
+            values = dict(zip(keys, combo))
+            yield users_record(values) if self.kind == "users" else load_record(values, traces)
 
 
 def _seconds(value: Value) -> int | float:
@@ -147,8 +165,23 @@ def load_record(values: dict[str, Value], traces: dict[str, Trace] | None = None
     return record
 
 
+def _common(values: dict[str, Value]) -> dict:
+    return {"duration_s": _seconds(values["load.duration"]), "warmup_s": _seconds(values["load.warmup"]),
+            "timeout_s": _seconds(values["load.timeout"]), "window_s": _seconds(values["load.window"]),
+            "slo_ms": native_number(values["load.slo"].v / DURATION_UNITS["ms"])}
+
+
+def users_record(values: dict[str, Value]) -> dict:
+    """One point of a population's load dimension as the plan's `load` record."""
+    return {"kind": "users", "users": values["load.users"].v,
+            "think_ms": native_number(values["load.think"].v / DURATION_UNITS["ms"]), **_common(values)}
+
+
 def describe_load(record: dict) -> str:
     """`120% of capacity, spikes to 140% (5 s every 20 s), poisson, 30 s`: a load in one phrase."""
+    if record.get("kind") == "users":
+        return f"{record['users']} users thinking {record['think_ms']:g} ms, {record['duration_s']:g} s"
+
     def rate(r: dict) -> str:
         return f"{r['share'] * 100:g}% of capacity" if "share" in r else f"{r['rps']} req/s"
     profile = record["profile"]

@@ -114,6 +114,8 @@ def load_text(scenario: dict) -> str:
     if "load" not in scenario:
         return ""
     load = load_of(scenario)
+    if load.get("kind") == "users":
+        return f"load {load.get('users', '?')} users thinking {number(load.get('think_ms')) or 0:g} ms"
     parts = [f"load {_rate_text(load.get('rate')) or '?'}"]
     if isinstance(load.get("arrivals"), str):
         parts.append(load["arrivals"])

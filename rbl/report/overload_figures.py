@@ -57,6 +57,8 @@ LOAD_AXES = (
     ("offered load (req/s)", lambda s: _rate_of(s, "rate", "rps")),
     ("peak load (% of capacity)", lambda s: _rate_of(s, "peak", "share")),
     ("peak load (req/s)", lambda s: _rate_of(s, "peak", "rps")),
+    ("users (load = users)", lambda s: _number(load_of(s).get("users"))),
+    ("mean think time (ms)", lambda s: _number(load_of(s).get("think_ms"))),
     ("fault rate (%)", lambda s: _number(s["fault"]["rate"])),
 )
 

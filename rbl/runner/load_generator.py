@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.compute as pc
 
-from ..plan_records import MAX_ROUND_REQUESTS
+from ..plan_records import MAX_ROUND_REQUESTS, Population
 from ..store.durable import fresh_directory, new_file
 
 LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
@@ -42,19 +42,27 @@ class LoadFailed(Exception):
 
 
 class LoadRun:
-    """The load generator sending one schedule: started at once, waited on in steps (so the round's
-    frame can tick its observers meanwhile), stopped when its time is up or the run is interrupted."""
+    """The load generator sending one schedule (or running a population of users: `offsets` a
+    Population and its seed): started at once, waited on in steps (so the round's frame can tick its
+    observers meanwhile), stopped when its time is up or the run is interrupted."""
 
-    def __init__(self, binary: Path, url: str, offsets: Iterable[int], work_dir: Path, timeout_s: float,
-                 duration_s: float, body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS):
+    def __init__(self, binary: Path, url: str, offsets: Iterable[int] | tuple[Population, int], work_dir: Path,
+                 timeout_s: float, duration_s: float, body: dict | None = None,
+                 max_connections: int = LOADGEN_CONNECTIONS):
         # a fresh directory, every file in it new (durable.py): a link planted in a run directory's
         # work directory is removed, never written through, and nothing it points to is touched
         fresh_directory(work_dir)
-        schedule = work_dir / "schedule.txt"
-        _write_schedule(schedule, offsets)
         self.out = work_dir / "requests.csv"
-        argv = [str(binary), "--url", url, "--schedule", str(schedule), "--out", str(self.out),
+        argv = [str(binary), "--url", url, "--out", str(self.out),
                 "--timeout", f"{timeout_s:g}s", "--max-connections", str(max_connections)]
+        if isinstance(offsets, tuple) and isinstance(offsets[0], Population):
+            population, seed = offsets
+            argv += ["--users", str(population.users), "--think", f"{population.think_ms:g}ms",
+                     "--duration", f"{duration_s:g}s", "--seed", str(seed), "--max-requests", str(MAX_ROUND_REQUESTS)]
+        else:
+            schedule = work_dir / "schedule.txt"
+            _write_schedule(schedule, offsets)
+            argv += ["--schedule", str(schedule)]
         if body is not None:
             body_file = work_dir / "body.json"
             with os.fdopen(new_file(body_file), "w", encoding="utf-8") as out:

@@ -11,6 +11,7 @@ given time to work off its queue before the next round (DRAIN_MARGIN_S beyond th
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Callable
 
@@ -91,7 +92,9 @@ class OpenLoopDriver:
             too_big = load_size_problem(load.record, self._capacity(load))     # a share: now its capacity is known
             if too_big:
                 raise LoadFailed(f"the round asks for too much: {too_big}")
-            offsets = iter(send_offsets(load, self._capacity(load), seed=f"{scenario['id']}/{setup.round_number}"))
+            seed = f"{scenario['id']}/{setup.round_number}"
+            offsets = (load.population, _seed_number(seed)) if load.population is not None \
+                else iter(send_offsets(load, self._capacity(load), seed=seed))
             scenario_dir = self.run_dir / REQUESTS / scenario["id"]
             for directory in (scenario_dir.parent, scenario_dir):
                 own_directory(directory)
@@ -119,6 +122,11 @@ class OpenLoopDriver:
                  "warmup": setup.warmup}
         return [open_round_row(setup.scenario, setup.round_number, table, counters.proxy, counters.sidecar, facts,
                                self.rounds_in_run)]
+
+
+def _seed_number(seed: str) -> int:
+    """A population's think-time seed from the scenario and round (the same each time they run)."""
+    return int.from_bytes(hashlib.sha256(seed.encode()).digest()[:7], "big")
 
 
 def open_round_row(scenario: dict, round_number: int, table: pa.Table, counters: dict, sidecar: dict | None,

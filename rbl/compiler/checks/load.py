@@ -8,7 +8,7 @@ from ...plan_records import MAX_LOAD_PERIODS, MAX_LOAD_WINDOWS, MAX_ROUND_REQUES
 from ..axes import single
 from ...lang.units import DURATION_UNITS, Value
 from ..load_trace import Trace, read_trace
-from ..workload import LOAD_SETTINGS, Workload
+from ..workload import LOAD_SETTINGS, OPEN_ONLY, USERS_ONLY, Workload
 from .context import CheckContext
 
 CLOSED_ONLY = ("users", "successes", "max_requests")
@@ -18,28 +18,39 @@ EXAMPLE_VALUES = {"load.period": "20s", "load.length": "5s", "load.trace": '"tra
 
 
 def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_head) -> bool:
-    """Check the load settings; for an open-loop space, set ctx.workload and return True."""
+    """Check the load settings; for a space whose load generator sends (`load = open` or `users`),
+    set ctx.workload and return True."""
     kind = ctx.settings.get("load")
     load_keys = [key for key in seen if key in LOAD_SETTINGS]
-    if kind is None or kind.v != "open":
+    if kind is None or kind.v == "closed":
         for key in load_keys:
-            ctx.diags.error("E0219", f"`{key}` only applies to open-loop load", seen[key].key.span,
+            ctx.diags.error("E0219", f"`{key}` only applies to open-loop load" + (
+                                " or a population of users" if key not in OPEN_ONLY else ""), seen[key].key.span,
                             "the load is closed-loop (virtual users)",
-                            help="add `load = open` to send requests at a rate, or remove it")
+                            help="add `load = open` to send requests at a rate (`load = users` for users who "
+                                 "think between requests), or remove it")
         return False
     for key in CLOSED_ONLY:
         if key in seen:
             ctx.diags.error("E0219", f"`{key}` only applies to closed-loop load", seen[key].key.span,
-                            "open-loop load has no virtual users",
-                            help="an open-loop round sends requests at `load.rate` (or `load.rps`) for "
-                                 "`load.duration`; remove it, or set `load = closed`")
+                            f"`load = {kind.v}` has no virtual users of that kind",
+                            help="a round sends for `load.duration`, at `load.rate` (`load = open`) or from "
+                                 "`load.users` users (`load = users`); remove it, or set `load = closed`")
     ctx.settings["users"] = single(Value("int", 1))
-    _one_of(ctx, seen, "load.rate", "load.rps", seen["load"].span,
-            'add `load.rate in [80%, 120%]` (of the calibrated capacity) or `load.rps = 200`')
-    _profile_checks(ctx, seen)
-    traces = _read_traces(ctx, seen)
+    traces = {}
+    if kind.v == "users":
+        _users_checks(ctx, seen)
+    else:
+        _wrong_kind(ctx, seen, USERS_ONLY, "open", "`load = open` sends at a rate, whatever the answers",
+                    "set `load = users` for users who think between requests, or remove it")
+        _one_of(ctx, seen, "load.rate", "load.rps", seen["load"].span,
+                'add `load.rate in [80%, 120%]` (of the calibrated capacity) or `load.rps = 200`')
+        _profile_checks(ctx, seen)
+        traces = _read_traces(ctx, seen)
     values = {}
     for key, setting in LOAD_SETTINGS.items():
+        if key in (USERS_ONLY if kind.v == "open" else OPEN_ONLY):
+            continue
         if key in ctx.settings:
             values[key] = ctx.settings[key]
         elif setting.default is not None:
@@ -47,9 +58,46 @@ def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_he
     if traces and "load.duration" not in seen:
         _trace_duration(ctx, seen, values, traces)
     _warmup_shorter(ctx, seen, values)
-    _round_size(ctx, seen, values, max((t.highest for t in traces.values()), default=1))
-    ctx.workload = Workload(tuple(values.items()), tuple(traces.items()))
+    if kind.v == "open":
+        _round_size(ctx, seen, values, max((t.highest for t in traces.values()), default=1))
+    else:
+        _population_size(ctx, seen, values)
+    ctx.workload = Workload(tuple(values.items()), tuple(traces.items()), kind.v)
     return True
+
+
+def _wrong_kind(ctx: CheckContext, seen: dict, keys, kind: str, label: str, hint: str) -> None:
+    for key in keys:
+        if key in seen:
+            ctx.diags.error("E0219", f"`{key}` does not apply to `load = {kind}`", seen[key].key.span, label,
+                            help=hint)
+
+
+def _users_checks(ctx: CheckContext, seen: dict) -> None:
+    _wrong_kind(ctx, seen, OPEN_ONLY, "users", "the users' answers and think times set the rate",
+                "a population's rate is `load.users` over their think time (`load.think`) and response "
+                "time; remove it, or set `load = open` to send at a rate")
+    if "load.users" not in seen:
+        ctx.diags.error("E0213", "a population of users needs `load.users`", seen["load"].span, "no `load.users`",
+                        help="add e.g. `load.users in [20, 50]` (and `load.think = 1s`, the mean think time)")
+
+
+def _population_size(ctx: CheckContext, seen: dict, values: dict) -> None:
+    """The requests a population may send in a round, at most: each user once per think time at the
+    shortest (answers take time too, so this is an upper bound only when thinks dominate); with no
+    think time the load generator's own bound stops it."""
+    users, thinks = values.get("load.users"), values["load.think"]
+    shortest_think = min(v.v for v in thinks)
+    if users is None or shortest_think == 0:
+        return
+    longest = max(v.v for v in values["load.duration"])
+    requests = max(v.v for v in users) * longest / shortest_think
+    if requests > MAX_ROUND_REQUESTS:
+        culprit = seen.get("load.think") or seen.get("load.duration") or seen["load"]
+        ctx.diags.error("E0218", f"a round would send about {float(requests):,.0f} requests, more than "
+                                 f"{MAX_ROUND_REQUESTS:,}", culprit.value.span,
+                        f"{max(v.v for v in users)} users thinking {_shown_s(shortest_think)} for {_shown_s(longest)}",
+                        help="fewer users, a longer think time or a shorter `load.duration`")
 
 
 def _read_traces(ctx: CheckContext, seen: dict) -> dict[str, Trace]:

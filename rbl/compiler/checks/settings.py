@@ -73,8 +73,9 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
                          "rounds per scenario run before `rounds`, flagged and left out of the report"),
     # the workload (rbl/compiler/workload.py): closed-loop virtual users, or open-loop arrivals
     "load": SettingDef(ParamType("enum", LOAD_KINDS), Value("enum", "closed"), False,
-                       "closed (virtual users, each until `successes`) or open (requests at a rate for a "
-                       "duration, whatever the answers)"),
+                       "closed (virtual users, each until `successes`), open (requests at a rate for a "
+                       "duration, whatever the answers) or users (a population, each user thinking an exponential "
+                       "time between its answer and its next request, for a duration)"),
     # the target's resources (local backend: a cgroup CPU quota per replica where the machine allows it)
     "target.cpus": SettingDef(ParamType("float", bounds=(Bound(">", Value("float", Fraction(0))),
                                                          Bound("<=", Value("float", Fraction(256))))),
