@@ -158,8 +158,8 @@ def mis_map_route(monkeypatch, change) -> None:
     """The sidecar gets route_configuration's route changed by change(route)."""
     real = sidecar_module.route_configuration
 
-    def wrong(pattern: str, config: dict) -> dict:
-        document = copy.deepcopy(real(pattern, config))
+    def wrong(pattern: str, config: dict, *release) -> dict:
+        document = copy.deepcopy(real(pattern, config, *release))
         change(document["virtual_hosts"][0]["routes"][0]["route"])
         return document
     monkeypatch.setattr(sidecar_module, "route_configuration", wrong)
