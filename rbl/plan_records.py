@@ -60,6 +60,9 @@ def load_size_problem(record: Mapping[str, Any], capacity_rps: float | None = No
 
 def _population_problem(record: Mapping[str, Any]) -> str | None:
     duration, think_s = record["duration_s"], record["think_ms"] / 1000
+    points = (record.get("profile") or {}).get("points", ())
+    if any(later <= earlier for (earlier, _), (later, _) in zip(points, points[1:])):
+        return "profile.points: the trace's times must increase"
     if duration / record["window_s"] > MAX_LOAD_WINDOWS:
         return (f"duration {duration:g} s over window_s {record['window_s']:g} s is more than "
                 f"{MAX_LOAD_WINDOWS:,} windows")
@@ -93,6 +96,7 @@ class Population:
 
     users: int
     think_ms: float
+    trace: tuple[tuple[float, float], ...] = ()   # (seconds, factor): round(users x factor) users active
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,8 @@ class Load:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> "Load":
-        population = Population(int(record["users"]), float(record["think_ms"])) \
+        points = tuple((float(t), float(f)) for t, f in (record.get("profile") or {}).get("points", ()))
+        population = Population(int(record["users"]), float(record["think_ms"]), points) \
             if record.get("kind") == "users" else None
         return cls(rate=record.get("rate"), arrivals=record.get("arrivals"),
                    profile=record.get("profile", CONSTANT_PROFILE),

@@ -46,11 +46,14 @@ def test_the_think_time_defaults_to_a_second():
 @pytest.mark.parametrize("settings, code, message", [
     ("  load = users\n", "E0213", "needs `load.users`"),
     ("  load = users\n  load.users = 5\n  load.rate = 80%\n", "E0219", "`load.rate` does not apply to `load = users`"),
-    ("  load = users\n  load.users = 5\n  load.profile = spikes\n", "E0219", "does not apply to `load = users`"),
+    ("  load = users\n  load.users = 5\n  load.peak = 140%\n", "E0219", "does not apply to `load = users`"),
     ("  load = open\n  load.rps = 10\n  load.users = 5\n", "E0219", "`load.users` does not apply to `load = open`"),
     ("  users = 2\n  load.users = 5\n", "E0219", "only applies to open-loop load or a population of users"),
     ("  load = users\n  load.users = 5\n  users = 3\n", "E0219", "only applies to closed-loop load"),
     ("  load = users\n  load.users = 4096\n", "E0203", "load.users"),
+    ("  load = users\n  load.users = 5\n  load.profile = ramp\n", "E0219", "follows a trace, not ramp"),
+    ("  load = users\n  load.users = 5\n  load.profile = trace\n", "E0213", "needs `load.trace`"),
+    ('  load = users\n  load.users = 5\n  load.trace = "x.csv"\n', "E0219", "only applies to the trace profile"),
     ("  load = users\n  load.users = 2000\n  load.think = 1ms\n  load.duration = 10m\n", "E0218",
      "more than 2,000,000"),
 ])
@@ -102,3 +105,34 @@ def test_no_user_has_two_requests_out_so_a_slow_target_slows_the_load(tmp_path: 
     assert 25 <= len(sent) <= 55, len(sent)
     assert all(r >= 290 for r in table["response_ms"])
     assert row["load"]["kind"] == "users" and not row["oracleViolations"]
+
+
+DAY = "seconds,factor\n0,0.25\n3,1\n6,0.25\n"
+TRACED = """
+space population_day {
+  load = users
+  load.users = 8
+  load.think = 100ms
+  load.profile = trace
+  load.trace = "day.csv"
+  target = "/bytes/64"
+  client istio.baseline {}
+}
+"""
+
+
+def test_a_trace_says_how_many_users_are_active_when(tmp_path: Path):
+    (tmp_path / "day.csv").write_text(DAY)
+    (tmp_path / "spec.rbl").write_text(TRACED)
+    result = compile_source(TRACED, str(tmp_path / "spec.rbl"))
+    (scenario,) = iter_scenarios(result.space)
+    assert scenario["load"]["profile"] == {"kind": "trace", "source": "day.csv", "points": [[0, 0.25], [3, 1], [6, 0.25]]}
+    assert scenario["load"]["duration_s"] == 6 and Load.from_record(scenario["load"]).population.trace[1] == (3.0, 1.0)
+    done = run_rbl("run", "spec.rbl", "-o", "run", cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (requests,) = list((tmp_path / "run" / "requests").iterdir())
+    scheduled = np.array(pq.read_table(requests / "round-1.parquet").column("scheduled_s"))
+    edges = np.sum(scheduled < 1) + np.sum(scheduled >= 5)
+    middle = np.sum((scheduled >= 2) & (scheduled < 4))
+    # 2-3 users active in the first and last second, 6-8 in the middle two: about 3x the requests
+    assert middle > 1.8 * edges, (middle, edges)

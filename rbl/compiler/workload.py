@@ -99,7 +99,8 @@ LOAD_SETTINGS: dict[str, LoadSetting] = {
 # which load settings each kind of load takes (the rest are errors there)
 USERS_ONLY = ("load.users", "load.think")
 OPEN_ONLY = tuple(key for key in LOAD_SETTINGS if key not in USERS_ONLY and key not in (
-    "load.duration", "load.warmup", "load.timeout", "load.window", "load.slo"))
+    "load.duration", "load.warmup", "load.timeout", "load.window", "load.slo", "load.profile", "load.trace"))
+USERS_PROFILES = ("constant", "trace")     # a population follows a trace: round(users x factor) users active
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class Workload:
         traces = dict(self.traces)
         for combo in iter_product([values for _, values in self.settings]):
             values = dict(zip(keys, combo))
-            yield users_record(values) if self.kind == "users" else load_record(values, traces)
+            yield users_record(values, traces) if self.kind == "users" else load_record(values, traces)
 
 
 def _seconds(value: Value) -> int | float:
@@ -171,16 +172,23 @@ def _common(values: dict[str, Value]) -> dict:
             "slo_ms": native_number(values["load.slo"].v / DURATION_UNITS["ms"])}
 
 
-def users_record(values: dict[str, Value]) -> dict:
-    """One point of a population's load dimension as the plan's `load` record."""
-    return {"kind": "users", "users": values["load.users"].v,
-            "think_ms": native_number(values["load.think"].v / DURATION_UNITS["ms"]), **_common(values)}
+def users_record(values: dict[str, Value], traces: dict[str, Trace] | None = None) -> dict:
+    """One point of a population's load dimension as the plan's `load` record; with a trace, its
+    points say what share of the users is active when."""
+    record = {"kind": "users", "users": values["load.users"].v,
+              "think_ms": native_number(values["load.think"].v / DURATION_UNITS["ms"]), **_common(values)}
+    if values["load.profile"].v == "trace":
+        trace = (traces or {})[values["load.trace"].v]
+        record["profile"] = {"kind": "trace", "source": trace.source, "points": trace.record()}
+    return record
 
 
 def describe_load(record: dict) -> str:
     """`120% of capacity, spikes to 140% (5 s every 20 s), poisson, 30 s`: a load in one phrase."""
     if record.get("kind") == "users":
-        return f"{record['users']} users thinking {record['think_ms']:g} ms, {record['duration_s']:g} s"
+        profile = record.get("profile") or {}
+        trace = f", active by trace {profile['source']}" if profile.get("kind") == "trace" else ""
+        return f"{record['users']} users thinking {record['think_ms']:g} ms{trace}, {record['duration_s']:g} s"
 
     def rate(r: dict) -> str:
         return f"{r['share'] * 100:g}% of capacity" if "share" in r else f"{r['rps']} req/s"

@@ -59,6 +59,11 @@ class LoadRun:
             population, seed = offsets
             argv += ["--users", str(population.users), "--think", f"{population.think_ms:g}ms",
                      "--duration", f"{duration_s:g}s", "--seed", str(seed), "--max-requests", str(MAX_ROUND_REQUESTS)]
+            if population.trace:
+                trace = work_dir / "trace.txt"
+                with os.fdopen(new_file(trace), "w", encoding="ascii") as out:
+                    out.write("".join(f"{seconds!r},{factor!r}\n" for seconds, factor in population.trace))
+                argv += ["--trace", str(trace)]
         else:
             schedule = work_dir / "schedule.txt"
             _write_schedule(schedule, offsets)

@@ -8,7 +8,7 @@ from ...plan_records import MAX_LOAD_PERIODS, MAX_LOAD_WINDOWS, MAX_ROUND_REQUES
 from ..axes import single
 from ...lang.units import DURATION_UNITS, Value
 from ..load_trace import Trace, read_trace
-from ..workload import LOAD_SETTINGS, OPEN_ONLY, USERS_ONLY, Workload
+from ..workload import LOAD_SETTINGS, OPEN_ONLY, USERS_ONLY, USERS_PROFILES, Workload
 from .context import CheckContext
 
 CLOSED_ONLY = ("users", "successes", "max_requests")
@@ -37,9 +37,9 @@ def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_he
                             help="a round sends for `load.duration`, at `load.rate` (`load = open`) or from "
                                  "`load.users` users (`load = users`); remove it, or set `load = closed`")
     ctx.settings["users"] = single(Value("int", 1))
-    traces = {}
     if kind.v == "users":
         _users_checks(ctx, seen)
+        traces = _read_traces(ctx, seen)
     else:
         _wrong_kind(ctx, seen, USERS_ONLY, "open", "`load = open` sends at a rate, whatever the answers",
                     "set `load = users` for users who think between requests, or remove it")
@@ -61,7 +61,7 @@ def check_load(ctx: CheckContext, seen: dict[str, ast.Bind | ast.Axis], space_he
     if kind.v == "open":
         _round_size(ctx, seen, values, max((t.highest for t in traces.values()), default=1))
     else:
-        _population_size(ctx, seen, values)
+        _population_size(ctx, seen, values, traces)
     ctx.workload = Workload(tuple(values.items()), tuple(traces.items()), kind.v)
     return True
 
@@ -80,9 +80,22 @@ def _users_checks(ctx: CheckContext, seen: dict) -> None:
     if "load.users" not in seen:
         ctx.diags.error("E0213", "a population of users needs `load.users`", seen["load"].span, "no `load.users`",
                         help="add e.g. `load.users in [20, 50]` (and `load.think = 1s`, the mean think time)")
+    profiles = ctx.settings.get("load.profile")
+    wrong = [v.v for v in profiles or () if v.v not in USERS_PROFILES]
+    if wrong:
+        ctx.diags.error("E0219", f"a population of users follows a trace, not {wrong[0]}", seen["load.profile"].value.span,
+                        "not constant or trace", help="`load.profile = trace` with `load.trace = \"FILE.csv\"`: "
+                        "round(load.users x factor) users are active at each time")
+        return
+    if profiles is not None and "trace" in {v.v for v in profiles} and "load.trace" not in seen:
+        ctx.diags.error("E0213", "the trace profile needs `load.trace`", seen["load.profile"].span, "no `load.trace`",
+                        help='add e.g. `load.trace = "traces/day.csv"`')
+    elif "load.trace" in seen and (profiles is None or "trace" not in {v.v for v in profiles}):
+        ctx.diags.error("E0219", "`load.trace` only applies to the trace profile", seen["load.trace"].key.span,
+                        "the profile is constant", help="add `load.profile = trace`, or remove it")
 
 
-def _population_size(ctx: CheckContext, seen: dict, values: dict) -> None:
+def _population_size(ctx: CheckContext, seen: dict, values: dict, traces: dict[str, Trace]) -> None:
     """The requests a population may send in a round, at most: each user once per think time at the
     shortest (answers take time too, so this is an upper bound only when thinks dominate); with no
     think time the load generator's own bound stops it."""
@@ -91,7 +104,7 @@ def _population_size(ctx: CheckContext, seen: dict, values: dict) -> None:
     if users is None or shortest_think == 0:
         return
     longest = max(v.v for v in values["load.duration"])
-    requests = max(v.v for v in users) * longest / shortest_think
+    requests = max(v.v for v in users) * longest / shortest_think * max([1, *(t.highest for t in traces.values())])
     if requests > MAX_ROUND_REQUESTS:
         culprit = seen.get("load.think") or seen.get("load.duration") or seen["load"]
         ctx.diags.error("E0218", f"a round would send about {float(requests):,.0f} requests, more than "

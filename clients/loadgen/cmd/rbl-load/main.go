@@ -4,7 +4,7 @@
 // a closed population (HTTPMon's users): each user thinks an exponential time, sends, waits for the
 // answer, and thinks again, for --duration; a request's scheduled time is when its user's think ended.
 //
-//	rbl-load --url URL (--schedule FILE | --users N --think 1s --duration 30s [--seed 1])
+//	rbl-load --url URL (--schedule FILE | --users N --think 1s --duration 30s [--seed 1] [--trace F])
 //	         --out FILE.csv [--method GET|POST] [--body-file F] [--max-requests 2000000]
 //	         [--timeout 30s] [--max-connections 10000] [--flags-header x-rbl-response-flags]
 //
@@ -50,7 +50,7 @@ const (
 )
 
 type options struct {
-	url, schedule, out, method, bodyFile, flagsHeader string
+	url, schedule, out, method, bodyFile, flagsHeader, trace string
 	timeout, think, duration                          time.Duration
 	maxConnections, users, maxRequests                int
 	seed                                              int64
@@ -76,6 +76,7 @@ func parseOptions() options {
 	flag.DurationVar(&o.duration, "duration", 0, "--users: how long the users send")
 	flag.Int64Var(&o.seed, "seed", 1, "--users: the seed of the think times (user i draws from seed + 7919 i)")
 	flag.IntVar(&o.maxRequests, "max-requests", 2_000_000, "--users: most requests sent (the records' bound)")
+	flag.StringVar(&o.trace, "trace", "", "--users: `seconds,factor` lines; round(users x factor) users are active")
 	flag.Parse()
 	switch {
 	case flag.NArg() > 0:
@@ -191,6 +192,9 @@ func main() {
 	start := time.Now()
 	if o.users > 0 {
 		population = newPopulationPacer(o.users, o.think, o.duration, o.seed, o.maxRequests, start)
+		if o.trace != "" {
+			population.trace = readTraceFile(o.trace)
+		}
 		offsets, pacer = population.due, population
 	} else {
 		offsets = readScheduleFile(o.schedule)
@@ -249,6 +253,20 @@ loop:
 		"elapsed_s":  float64(elapsed.Milliseconds()) / 1000,
 	})
 	fmt.Println(string(summary))
+}
+
+// readTraceFile reads --trace, or exits with a usage error naming what is wrong.
+func readTraceFile(path string) []tracePoint {
+	file, err := os.Open(path)
+	if err != nil {
+		usageError("--trace: %v", err)
+	}
+	defer file.Close()
+	points, err := readTrace(file)
+	if err != nil {
+		usageError("--trace %s: %v", path, err)
+	}
+	return points
 }
 
 // readScheduleFile reads --schedule, or exits with a usage error naming what is wrong.

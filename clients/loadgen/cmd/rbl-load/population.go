@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"container/heap"
+	"fmt"
+	"io"
 	"math/rand"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -14,11 +19,16 @@ import (
 //
 // Pace hands out the next user whose think is over; done() puts a user back when its answer
 // comes. The send time each request was due at is kept by its hit number, for the records.
+//
+// With a trace (points of seconds and a factor, linear between them), only the first
+// round(users x factor(t)) users are active at time t: a user whose think ends while it is not
+// waits, looking again every traceRecheck, as HTTPMon's scenario adds and removes users.
 type populationPacer struct {
 	start    time.Time
 	duration time.Duration
 	think    time.Duration
 	thinkers []*rand.Rand // one seeded stream per user: a user's thinks do not depend on the others'
+	trace    []tracePoint // none: every user is active throughout
 
 	mu      sync.Mutex
 	ready   readyHeap     // users whose next send is due at .due
@@ -29,6 +39,34 @@ type populationPacer struct {
 	// result reaches done() or the recorder); never grown, so never moved while read.
 	due  []time.Duration
 	user []int32
+}
+
+const traceRecheck = 50 * time.Millisecond
+
+type tracePoint struct {
+	at     time.Duration
+	factor float64
+}
+
+// activeUsers: how many of `users` the trace lets send at t (all of them without a trace).
+func (p *populationPacer) activeUsers(t time.Duration) int {
+	users := len(p.thinkers)
+	if len(p.trace) == 0 {
+		return users
+	}
+	factor := p.trace[len(p.trace)-1].factor
+	if t <= p.trace[0].at {
+		factor = p.trace[0].factor
+	} else {
+		for i := 1; i < len(p.trace); i++ {
+			if t <= p.trace[i].at {
+				a, b := p.trace[i-1], p.trace[i]
+				factor = a.factor + (b.factor-a.factor)*float64(t-a.at)/float64(b.at-a.at)
+				break
+			}
+		}
+	}
+	return min(users, int(float64(users)*factor+0.5))
 }
 
 type readyUser struct {
@@ -79,6 +117,11 @@ func (p *populationPacer) Pace(_ time.Duration, hits uint64) (time.Duration, boo
 		p.mu.Lock()
 		if len(p.ready) > 0 && p.ready[0].due <= now {
 			next := heap.Pop(&p.ready).(readyUser)
+			if int(next.user) >= p.activeUsers(now) { // not one of the trace's users now: wait
+				heap.Push(&p.ready, readyUser{now + traceRecheck, next.user})
+				p.mu.Unlock()
+				continue
+			}
 			p.due[hits], p.user[hits] = next.due, next.user
 			p.mu.Unlock()
 			return 0, false
@@ -124,3 +167,30 @@ func (p *populationPacer) stop() {
 
 // Rate: the pacer's rate is whatever the users' answers and thinks make it (vegeta only reports it).
 func (p *populationPacer) Rate(time.Duration) float64 { return 0 }
+
+// readTrace reads a trace file: a line `seconds,factor` per point, times increasing (rbl writes it
+// from the plan, which the compiler checked).
+func readTrace(r io.Reader) ([]tracePoint, error) {
+	var points []tracePoint
+	scanner := bufio.NewScanner(r)
+	for line := 1; scanner.Scan(); line++ {
+		seconds, factor, found := strings.Cut(strings.TrimSpace(scanner.Text()), ",")
+		s, err1 := strconv.ParseFloat(seconds, 64)
+		f, err2 := strconv.ParseFloat(factor, 64)
+		at := time.Duration(s * float64(time.Second))
+		switch {
+		case !found || err1 != nil || err2 != nil || s < 0 || f < 0:
+			return nil, fmt.Errorf("line %d: %q is not `seconds,factor`", line, scanner.Text())
+		case len(points) > 0 && at <= points[len(points)-1].at:
+			return nil, fmt.Errorf("line %d: the times must increase", line)
+		}
+		points = append(points, tracePoint{at, f})
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, err
+	}
+	if len(points) == 0 {
+		return nil, fmt.Errorf("no points")
+	}
+	return points, nil
+}

@@ -60,3 +60,37 @@ func TestThePopulationStopsAtItsDurationAndWhenStopped(t *testing.T) {
 		t.Fatal("the records' bound did not stop the population")
 	}
 }
+
+func TestATraceActivatesUsersByItsFactorLinearlyBetweenPoints(t *testing.T) {
+	p := newPopulationPacer(10, time.Second, time.Hour, 1, 10, time.Now())
+	p.trace = []tracePoint{{0, 0.2}, {10 * time.Second, 1}, {20 * time.Second, 0}}
+	for _, c := range []struct {
+		at   time.Duration
+		want int
+	}{{0, 2}, {5 * time.Second, 6}, {10 * time.Second, 10}, {15 * time.Second, 5}, {time.Hour, 0}} {
+		if got := p.activeUsers(c.at); got != c.want {
+			t.Fatalf("at %v: %d active users, want %d", c.at, got, c.want)
+		}
+	}
+}
+
+func TestAnInactiveUserWaitsUntilTheTraceLetsItSend(t *testing.T) {
+	p := newPopulationPacer(2, 0, time.Second, 1, 10, time.Now())
+	p.trace = []tracePoint{{0, 0.5}, {200 * time.Millisecond, 0.5}, {200*time.Millisecond + 1, 1}}
+	var users []int32
+	for hit := uint64(0); hit < 2; hit++ {
+		if _, stop := p.Pace(0, hit); stop {
+			t.Fatal("stopped early")
+		}
+		users = append(users, p.user[hit])
+		if hit == 0 {
+			p.done(0, time.Since(p.start))
+		}
+	}
+	if users[0] != 0 || users[1] != 0 {
+		t.Fatalf("users %v sent first: user 1 may not send while only half of 2 are active", users)
+	}
+	if _, stop := p.Pace(0, 2); stop || p.user[2] != 1 || time.Since(p.start) < 200*time.Millisecond {
+		t.Fatalf("user %d sent at %v: user 1 sends once the trace lets both", p.user[2], time.Since(p.start))
+	}
+}
