@@ -115,7 +115,9 @@ def load_text(scenario: dict) -> str:
         return ""
     load = load_of(scenario)
     if load.get("kind") == "users":
-        return f"load {load.get('users', '?')} users thinking {number(load.get('think_ms')) or 0:g} ms"
+        profile = load.get("profile") if isinstance(load.get("profile"), dict) else {}
+        trace = f", active by trace {profile.get('source')}" if profile.get("kind") == "trace" else ""
+        return f"load {load.get('users', '?')} users thinking {number(load.get('think_ms')) or 0:g} ms{trace}"
     parts = [f"load {_rate_text(load.get('rate')) or '?'}"]
     if isinstance(load.get("arrivals"), str):
         parts.append(load["arrivals"])
