@@ -129,7 +129,8 @@ def parse_trace(source: SourceFile, path_text: str) -> Trace | TraceProblem:
                             f"{text_of(MAX_SECONDS)} s", "too late", "a round lasts at most 24 h")
         if factor > MAX_FACTOR:
             return _problem(source, number, f_col, f_len, f"a trace factor of {text_of(factor)} is more than "
-                            f"{text_of(MAX_FACTOR)}", "too high", "factors multiply the load's rate; scale the rate instead")
+                            f"{text_of(MAX_FACTOR)}", "too high",
+                            "factors multiply the load's rate; scale the rate instead")
         if len(points) == MAX_TRACE_POINTS:
             return _problem(source, number, 1, len(line), f"the trace has more than {MAX_TRACE_POINTS:,} points",
                             "one too many", "resample it (one point a second is plenty)")

@@ -94,7 +94,8 @@ LOAD_SETTINGS: dict[str, LoadSetting] = {
                               "load = users: how many users send, each after its think time"),
     "load.think": LoadSetting(ParamType("duration", bounds=(Bound(">=", Value("duration", Fraction(0))),
                                                             Bound("<=", Value("duration", 3600 * _SECOND)))),
-                              Value("duration", _SECOND), "load = users: the mean of each user's exponential think time"),
+                              Value("duration", _SECOND),
+                              "load = users: the mean of each user's exponential think time"),
 }
 # which load settings each kind of load takes (the rest are errors there)
 USERS_ONLY = ("load.users", "load.think")

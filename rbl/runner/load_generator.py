@@ -42,21 +42,21 @@ class LoadFailed(Exception):
 
 
 class LoadRun:
-    """The load generator sending one schedule (or running a population of users: `offsets` a
-    Population and its seed): started at once, waited on in steps (so the round's frame can tick its
-    observers meanwhile), stopped when its time is up or the run is interrupted."""
+    """The load generator sending one schedule (`offsets`), or running a population of users (with
+    `population`, its think times drawn from `seed`): started at once, waited on in steps (so the
+    round's frame can tick its observers meanwhile), stopped when its time is up or the run is
+    interrupted."""
 
-    def __init__(self, binary: Path, url: str, offsets: Iterable[int] | tuple[Population, int], work_dir: Path,
-                 timeout_s: float, duration_s: float, body: dict | None = None,
-                 max_connections: int = LOADGEN_CONNECTIONS):
+    def __init__(self, binary: Path, url: str, offsets: Iterable[int] | None, work_dir: Path, timeout_s: float,
+                 duration_s: float, body: dict | None = None, max_connections: int = LOADGEN_CONNECTIONS,
+                 population: Population | None = None, seed: int = 1):
         # a fresh directory, every file in it new (durable.py): a link planted in a run directory's
         # work directory is removed, never written through, and nothing it points to is touched
         fresh_directory(work_dir)
         self.out = work_dir / "requests.csv"
         argv = [str(binary), "--url", url, "--out", str(self.out),
                 "--timeout", f"{timeout_s:g}s", "--max-connections", str(max_connections)]
-        if isinstance(offsets, tuple) and isinstance(offsets[0], Population):
-            population, seed = offsets
+        if population is not None:
             argv += ["--users", str(population.users), "--think", f"{population.think_ms:g}ms",
                      "--duration", f"{duration_s:g}s", "--seed", str(seed), "--max-requests", str(MAX_ROUND_REQUESTS)]
             if population.trace:

@@ -1,6 +1,7 @@
 """The open-loop driver: a round's requests go out on its schedule (load_schedule.py) through the
 load generator (load_generator.py), whatever the answers, and the round becomes one row of
-overload metrics (store/open_metrics.py) over its per-request table.
+overload metrics (store/open_metrics.py) over its per-request table. A population of users
+(`load = users`) is driven the same way, the generator pacing its users instead of a schedule.
 
 Where the requests go: a library client's `POST /call` (protocol v1: one call through the
 library's pattern per request, one pattern instance for the whole round, as production code shares
@@ -93,14 +94,17 @@ class OpenLoopDriver:
             if too_big:
                 raise LoadFailed(f"the round asks for too much: {too_big}")
             seed = f"{scenario['id']}/{setup.round_number}"
-            offsets = (load.population, _seed_number(seed)) if load.population is not None \
-                else iter(send_offsets(load, self._capacity(load), seed=seed))
             scenario_dir = self.run_dir / REQUESTS / scenario["id"]
             for directory in (scenario_dir.parent, scenario_dir):
                 own_directory(directory)
             work = scenario_dir / f"round-{setup.round_number}.work"
-            return LoadRound(LoadRun(self.loadgen, url, offsets, work, load.timeout_s, load.duration_s, body),
-                             work, self.run_dir, setup)
+            if load.population is not None:       # users who think: the generator paces them itself
+                run = LoadRun(self.loadgen, url, None, work, load.timeout_s, load.duration_s, body,
+                              population=load.population, seed=_seed_number(seed))
+            else:
+                run = LoadRun(self.loadgen, url, iter(send_offsets(load, self._capacity(load), seed=seed)), work,
+                              load.timeout_s, load.duration_s, body)
+            return LoadRound(run, work, self.run_dir, setup)
         except (LoadFailed, OSError, ValueError, UsageError) as error:
             raise RoundFailed(f"open-loop load: {error}") from error
 

@@ -83,8 +83,8 @@ def _users_checks(ctx: CheckContext, seen: dict) -> None:
     profiles = ctx.settings.get("load.profile")
     wrong = [v.v for v in profiles or () if v.v not in USERS_PROFILES]
     if wrong:
-        ctx.diags.error("E0219", f"a population of users follows a trace, not {wrong[0]}", seen["load.profile"].value.span,
-                        "not constant or trace", help="`load.profile = trace` with `load.trace = \"FILE.csv\"`: "
+        ctx.diags.error("E0219", f"a population of users follows a trace, not {wrong[0]}",
+                        seen["load.profile"].value.span, "not constant or trace", help="`load.profile = trace` with `load.trace = \"FILE.csv\"`: "
                         "round(load.users x factor) users are active at each time")
         return
     if profiles is not None and "trace" in {v.v for v in profiles} and "load.trace" not in seen:

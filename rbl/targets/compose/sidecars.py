@@ -78,7 +78,7 @@ def host_sidecar(deployment_dir: Path, deployment: Deployment, service: Service,
     address, so its cluster is the local backend's STATIC one); Istio `istio_release`'s defaults."""
     inside = container_addresses(deployment, service.library)
     sidecar = Sidecar(deployment_dir / sidecar_directory(service.library),
-                      SidecarAddresses(inside.listen_port, admin_port, upstream_host, inside.upstream_port, "127.0.0.1"),
-                      istio_release)
+                      SidecarAddresses(inside.listen_port, admin_port, upstream_host, inside.upstream_port,
+                                       "127.0.0.1"), istio_release)
     sidecar.version = FIRST_VERSION            # the next configuration is a new version of the files
     return sidecar
