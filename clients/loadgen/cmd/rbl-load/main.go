@@ -51,9 +51,9 @@ const (
 
 type options struct {
 	url, schedule, out, method, bodyFile, flagsHeader, trace string
-	timeout, think, duration                          time.Duration
-	maxConnections, users, maxRequests                int
-	seed                                              int64
+	timeout, think, duration                                 time.Duration
+	maxConnections, users, maxRequests                       int
+	seed                                                     int64
 }
 
 func usageError(format string, args ...any) {
