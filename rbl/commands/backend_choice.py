@@ -59,9 +59,12 @@ class BackendChoice:
         return self.name == "kubernetes"
 
     def check_plan(self, header: dict) -> None:
-        """Open-loop load and topologies run on the local backend only."""
+        """The load generator's loads (open loop, a population of users) and topologies run on the
+        local backend only."""
         if is_open_loop(header) and self.name != "local":
-            raise UsageError(f"open-loop load (`load = open`) runs on the local backend only; --backend {self.name} "
+            kind = (header.get("load") or {}).get("kind", "open")
+            what = "a population of users" if kind == "users" else "open-loop load"
+            raise UsageError(f"{what} (`load = {kind}`) runs on the local backend only; --backend {self.name} "
                              "cannot run it yet", hint="leave out --backend: the local backend runs it")
         if "topology" in header and self.name != "local":
             raise UsageError(f"a topology (`topology {{ ... }}`) runs on the local backend only; --backend {self.name} "

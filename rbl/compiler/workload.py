@@ -106,7 +106,8 @@ USERS_PROFILES = ("constant", "trace")     # a population follows a trace: round
 
 @dataclass(frozen=True)
 class Workload:
-    """An open-loop space's load dimension: each load setting's values (one, or an axis)."""
+    """The load dimension of a space the load generator sends (open loop, or a population of users):
+    each load setting's values (one, or an axis)."""
 
     settings: tuple[tuple[str, Axis], ...]     # (key, values) in LOAD_SETTINGS order, present ones only
     traces: tuple[tuple[str, Trace], ...] = ()  # each load.trace value (its path as written) and its points
