@@ -23,6 +23,7 @@ DEFAULT_REQUEST_MS = 1.6        # one request through the proxy to httpbin, one 
 ROUND_OVERHEAD_S = 0.12         # per round: fault set and read back, jobs sent, results stored
 STARTUP_S = 4.0                 # target, proxy and client services start (a JVM client included)
 SAMPLE = 20_000                 # scenarios modelled; larger plans are sampled evenly
+TARGET_RESTART_S = 2.0          # a varying target's new CPU budget: its replicas stop and start again
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,23 @@ def user_seconds(scenario: dict, base_ms: float) -> float:
     return seconds
 
 
-def estimate(scenarios: Iterable[tuple[dict, float]], size: int, rounds: int, base_ms: float | None = None) -> Estimate:
+def target_restarts(header: dict) -> float:
+    """How often a run of the plan restarts its target for a new CPU budget: between budgets in
+    the sequential order, at most every round but the first in a shuffled or blocked one."""
+    cpus = (header.get("target") or {}).get("axes", {}).get("cpus")
+    budgets = cpus["step_count"] if isinstance(cpus, dict) else len(cpus or [None])
+    if budgets < 2:
+        return 0.0
+    if (header.get("order") or {}).get("kind", "sequential") == "sequential":
+        return budgets - 1.0
+    runs = header["size"] * (header["rounds"] + header.get("warmup", 0))
+    return runs * (1 - 1 / budgets)
+
+
+def estimate(scenarios: Iterable[tuple[dict, float]], size: int, rounds: int, base_ms: float | None = None,
+             restarts: float = 0.0) -> Estimate:
     """The expected duration of a plan of `size` scenarios from an even sample of them, each
-    with its weight (the share of the plan it stands for)."""
+    with its weight (the share of the plan it stands for), and `restarts` of its target."""
     measured = base_ms is not None
     base = base_ms if base_ms is not None else DEFAULT_REQUEST_MS
     total, weights = 0.0, 0.0
@@ -105,7 +120,7 @@ def estimate(scenarios: Iterable[tuple[dict, float]], size: int, rounds: int, ba
         total += weight * user_seconds(scenario, base)
         weights += weight
     per_scenario = total / weights if weights else 0.0
-    seconds = STARTUP_S + size * rounds * (per_scenario + ROUND_OVERHEAD_S)
+    seconds = STARTUP_S + size * rounds * (per_scenario + ROUND_OVERHEAD_S) + restarts * TARGET_RESTART_S
     return Estimate(seconds, base, measured)
 
 

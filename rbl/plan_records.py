@@ -151,6 +151,18 @@ def round_kind(record: Mapping[str, Any]) -> RoundKind:
     return RoundKind.OPEN_LOOP if LOAD_KEY in record else RoundKind.CLOSED_LOOP
 
 
+def target_of(header: Mapping[str, Any], scenario: Mapping[str, Any]) -> dict:
+    """The target a scenario runs on: the plan's (path and resources), with the scenario's own point
+    in place of the plan's first where the target varies (rbl/compiler/target_dimension.py)."""
+    target = {key: value for key, value in header["target"].items() if key != "axes"}
+    point = scenario.get("target")
+    return {**target, **point} if isinstance(point, Mapping) else target
+
+
+def target_varies(header: Mapping[str, Any]) -> bool:
+    return "axes" in header.get("target", {})
+
+
 def is_open_loop(record: Mapping[str, Any]) -> bool:
     return round_kind(record) is RoundKind.OPEN_LOOP
 

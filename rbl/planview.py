@@ -60,6 +60,19 @@ def _topology_lines(space: TestSpace) -> list[str]:
     return lines
 
 
+def _target_lines(space: TestSpace, what: str) -> list[str]:
+    """A varying target: its dimension |T| and each axis, the budget varying slowest."""
+    dimension = space.targets
+    resources = {key: value for key, value in (space.target_resources or {}).items() if key != "cpus"}
+    axes = [f"target in [{_values(dimension.paths)}]" if len(dimension.paths) > 1 else f"target = {space.target}"]
+    if dimension.cpus is not None:
+        axes.insert(0, f"target.cpus in [{_values(dimension.cpus)}]" if len(dimension.cpus) > 1
+                    else f"target.cpus = {_values(dimension.cpus)}")
+    restarts = " (a new CPU budget restarts the target)" if dimension.cpus is not None and len(dimension.cpus) > 1 \
+        else ""
+    return [f"  |T| = {dimension.size:<6} targets{_resources(resources)}, {what}: " + "; ".join(axes) + restarts]
+
+
 def plan_summary(space: TestSpace) -> str:
     fault = space.fault
     what = f"abort {fault.status}" if fault.kind == "abort" else f"delay {format_value(fault.duration)}"
@@ -73,7 +86,10 @@ def plan_summary(space: TestSpace) -> str:
                      f"at most {space.max_requests} requests")
     else:
         what = "a population of users" if space.workload.kind == "users" else "open-loop load"
-        lines.append(f"  target      {space.target}{_resources(space.target_resources)}, {what}")
+        if space.targets is None:
+            lines.append(f"  target      {space.target}{_resources(space.target_resources)}, {what}")
+        else:
+            lines += _target_lines(space, what)
     faulty = any(rate.v for rate in fault.rates)
     lines.append(f"  |F| = {len(fault.rates):<6} fault rates ({what}): {_values(fault.rates)}" if faulty
                  else f"  |F| = {len(fault.rates):<6} no fault injected (fault.rate = 0%)")
@@ -98,7 +114,8 @@ def plan_summary(space: TestSpace) -> str:
             lines.append(f"    {'':<{width}} {'':>6}  nests {nesting(client.pattern.name)}, as written")
     lines.append("")
     loads = f"{space.loads} x " if space.workload is not None else ""
-    lines.append(f"Size(S) = {len(fault.rates)} x {len(space.users)} x {loads}{confs} = {space.size} "
+    targets = f"{space.targets.size} x " if space.targets is not None else ""
+    lines.append(f"Size(S) = {targets}{len(fault.rates)} x {len(space.users)} x {loads}{confs} = {space.size} "
                  f"scenario{'s' if space.size != 1 else ''}")
     lines.append(f"runs    = {space.size} x {space.rounds} round{'s' if space.rounds != 1 else ''} = {space.runs}")
     return "\n".join(lines)

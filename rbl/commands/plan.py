@@ -25,14 +25,15 @@ def plan(spec: Path = SpecArg,
     """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, the runs and an
     estimated duration."""
     from ..compiler.plan import plan_header
-    from ..estimate import estimate, sample_space
+    from ..estimate import estimate, sample_space, target_restarts
     space = compile_spec(spec, json_output, spec_overrides(rounds, users, sets)).space
     if mapping:
         from ..mappingview import mapping_json, mapping_text
         typer.echo(json.dumps(mapping_json(space), indent=2) if json_output else mapping_text(space))
         return
-    expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time)
     header = plan_header(space)
+    expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time,
+                        target_restarts(header))
     from .first_run import first_run_costs
     first = first_run_costs(space, header)
     extra_s = sum(seconds for seconds, _ in first)

@@ -1,4 +1,5 @@
-"""Expansion in Algorithm 1 order: for f in F, for u in U, for each client, for conf in CONF.
+"""Expansion in Algorithm 1 order: for f in F, for u in U, for each client, for conf in CONF
+(a varying target's points outermost, an open-loop load's inside each user count).
 
 Within a client, axes form a cross product in declaration order, the first declared varying
 slowest (as the original tool's expand_config_template). Everything streams: nothing holds the
@@ -125,38 +126,50 @@ def _loads(space: TestSpace) -> list[dict | None]:
     return list(space.workload.records()) if space.workload is not None else [None]
 
 
+def _targets(space: TestSpace) -> Iterator[dict | None]:
+    """The target dimension's records, or None once: a target that does not vary is the plan's."""
+    if space.targets is None:
+        yield None
+    else:
+        yield from space.targets.records()
+
+
 def iter_scenario_lines(space: TestSpace) -> Iterator[str]:
-    """Scenario records as compact JSON texts, one per scenario, in Algorithm 1 order (an open-loop
-    load's points inside each user count, before the clients)."""
+    """Scenario records as compact JSON texts, one per scenario, in Algorithm 1 order (a varying
+    target's points outermost; an open-loop load's points inside each user count, before the clients)."""
     tail = f',"successes":{space.successes},"max_requests":{space.max_requests}}}'
     prefixes = [_client_prefix(client) for client in space.clients]
     loads = [f'"load":{_dumps(load)},' if load is not None else "" for load in _loads(space)]
     index = 0
-    for rate in space.fault.rates:           # one at a time: a range of 10^9 rates is never listed
-        fault = f'{{"fault":{_dumps(fault_record(space, rate))},'
-        for users in space.users:
-            for load in loads:
-                head = f'{fault}"users":{users.v},{load}'
-                for client, prefix in zip(space.clients, prefixes):
-                    for config in _configuration_texts(client):
-                        body = head + prefix + config + tail
-                        yield f'{{"id":"{scenario_id(body)}","index":{index},{body[1:]}'
-                        index += 1
+    for target in _targets(space):
+        opening = "{" if target is None else f'{{"target":{_dumps(target)},'
+        for rate in space.fault.rates:           # one at a time: a range of 10^9 rates is never listed
+            fault = f'{opening}"fault":{_dumps(fault_record(space, rate))},'
+            for users in space.users:
+                for load in loads:
+                    head = f'{fault}"users":{users.v},{load}'
+                    for client, prefix in zip(space.clients, prefixes):
+                        for config in _configuration_texts(client):
+                            body = head + prefix + config + tail
+                            yield f'{{"id":"{scenario_id(body)}","index":{index},{body[1:]}'
+                            index += 1
 
 
 def iter_scenarios(space: TestSpace) -> Iterator[dict]:
     """Scenario records as dicts (the runner's view); identical to iter_scenario_lines."""
     index = 0
     loads = _loads(space)
-    for rate in space.fault.rates:
-        fault = fault_record(space, rate)
-        for users in space.users:
-            for load in loads:
-                for client in space.clients:
-                    for config in configurations(client):
-                        body = {"fault": fault, "users": users.v, **({"load": load} if load else {}),
-                                "client": client.label, "library": client.library.name,
-                                "pattern": client.pattern.name, "config": config,
-                                "successes": space.successes, "max_requests": space.max_requests}
-                        yield {"id": scenario_id(_dumps(body)), "index": index, **body}
-                        index += 1
+    for target in _targets(space):
+        opening = {} if target is None else {"target": target}
+        for rate in space.fault.rates:
+            fault = fault_record(space, rate)
+            for users in space.users:
+                for load in loads:
+                    for client in space.clients:
+                        for config in configurations(client):
+                            body = {**opening, "fault": fault, "users": users.v, **({"load": load} if load else {}),
+                                    "client": client.label, "library": client.library.name,
+                                    "pattern": client.pattern.name, "config": config,
+                                    "successes": space.successes, "max_requests": space.max_requests}
+                            yield {"id": scenario_id(_dumps(body)), "index": index, **body}
+                            index += 1

@@ -24,6 +24,7 @@ from .overrides import Override, apply_overrides, describe
 from ..lang.reading import check_text, decode, read_limited, strip_bom
 from ..lang.source import SourceFile
 from .space import Fault, TestSpace
+from .target_dimension import target_dimension
 
 TOPOLOGY_PATH = "/"         # what the load asks of a topology's entry service (any path costs the same)
 
@@ -124,7 +125,7 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         users=s["users"],
         successes=s["successes"].v,
         max_requests=s["max_requests"].v,
-        target=s["target"].v if ctx.topology is None else TOPOLOGY_PATH,
+        target=s["target"][0].v if ctx.topology is None else TOPOLOGY_PATH,
         fault=fault,
         clients=tuple(ctx.clients),
         assertions=tuple(ctx.assertions),
@@ -134,14 +135,16 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         warmup=s["warmup"].v,
         workload=ctx.workload,
         target_resources=_target_resources(s),
+        targets=target_dimension(s["target"], s.get("target.cpus")) if ctx.topology is None else None,
         topology=ctx.topology,
         istio_version=str(s["istio.version"].v) if "istio.version" in s else None,
     )
 
 
 def _target_resources(settings: dict) -> dict | None:
-    resources = {key.split(".", 1)[1]: float(settings[key].v) for key in ("target.cpus", "target.noisy_cpus")
-                 if key in settings}
+    resources = {"cpus": float(settings["target.cpus"][0].v)} if "target.cpus" in settings else {}
+    if "target.noisy_cpus" in settings:
+        resources["noisy_cpus"] = float(settings["target.noisy_cpus"].v)
     if settings["target.replicas"].v != 1:
         resources["replicas"] = settings["target.replicas"].v
     return resources or None

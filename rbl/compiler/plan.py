@@ -43,6 +43,7 @@ def breakdown(space: TestSpace) -> dict:
         "faults": len(space.fault.rates),
         "users": len(space.users),
         **({"loads": space.loads} if space.workload is not None else {}),
+        **({"targets": space.targets.size} if space.targets is not None else {}),
         "clients": [{"label": c.label, "configurations": c.configurations} for c in space.clients],
         "text": space.breakdown(),
     }
@@ -63,7 +64,7 @@ def plan_header(space: TestSpace) -> dict:
         "rounds": space.rounds,
         "runs": space.runs,
         "breakdown": breakdown(space),
-        "target": {"path": space.target, **(space.target_resources or {})},
+        "target": _target_header(space),
         **({"topology": space.topology.record()} if space.topology is not None else {}),
         **({"istio": {"version": space.istio_version}} if space.istio_version is not None else {}),
         "fault": fault,
@@ -75,6 +76,23 @@ def plan_header(space: TestSpace) -> dict:
         **_design(space),
         **({"assert_noise": {"op": space.noise.op, "percent": space.noise.percent}} if space.noise else {}),
     }
+
+
+def _target_header(space: TestSpace) -> dict:
+    """The target the run starts on (path and resources) and, when it varies, the values of each
+    of its axes (each scenario then says which point it runs on)."""
+    record = {"path": space.target, **(space.target_resources or {})}
+    if space.targets is not None:
+        dimension = space.targets
+        axes = {"path": _axis(dimension.paths, lambda v: str(v.v))}
+        if dimension.cpus is not None:
+            axes["cpus"] = _axis(dimension.cpus, lambda v: float(v.v))
+        record["axes"] = {key: values for key, values in axes.items() if _axis_size(values) > 1}
+    return record
+
+
+def _axis_size(record) -> int:
+    return record["step_count"] if isinstance(record, dict) else len(record)
 
 
 def _load_header(space: TestSpace) -> dict:

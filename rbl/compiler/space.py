@@ -11,6 +11,7 @@ from ..lang.source import Span
 from ..lang.types import ParamDef
 from ..lang.units import Value
 from ..topology import Topology
+from .target_dimension import TargetDimension
 from .workload import Workload
 
 
@@ -87,14 +88,17 @@ class NoiseAssertion:
     span: Span | None = field(default=None, compare=False)
 
 
-def space_size(faults: int, users: int, loads: int | None, clients: list[tuple[str, int]]) -> tuple[int, str]:
+def space_size(faults: int, users: int, loads: int | None, clients: list[tuple[str, int]],
+               targets: int | None = None) -> tuple[int, str]:
     """Equation 1, |F| x |U| x sum_i |CONF_i|, in closed form, and its breakdown (`|F| 5 x |U| 3 x
     (polly.retry 3 + ...) = 90`); an open-loop load's axes (`loads`, None for closed loop) multiply it
-    as one more dimension, |L|. The one formula the size assertion, `rbl check` and `rbl plan` use."""
-    size = faults * users * (loads or 1) * sum(n for _, n in clients)
+    as one more dimension, |L|, and a varying target (`targets`, None when it does not vary) as |T|,
+    outermost. The one formula the size assertion, `rbl check` and `rbl plan` use."""
+    size = (targets or 1) * faults * users * (loads or 1) * sum(n for _, n in clients)
     terms = " + ".join(f"{label} {n}" for label, n in clients)
+    target = f"|T| {targets} x " if targets is not None else ""
     dimension = f" x |L| {loads}" if loads is not None else ""
-    return size, f"|F| {faults} x |U| {users}{dimension} x ({terms}) = {size}"
+    return size, f"{target}|F| {faults} x |U| {users}{dimension} x ({terms}) = {size}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,8 @@ class TestSpace:
     noise: NoiseAssertion | None = None   # `assert noise < N%`, checked after a run
     workload: Workload | None = None      # open-loop load (rbl/compiler/workload.py); None: closed loop
     target_resources: dict | None = None  # target.cpus / replicas / noisy_cpus, when the spec sets them
+    targets: TargetDimension | None = None  # the target's points when it varies (|T| > 1); `target` and
+                                            # target_resources then hold the first one
     topology: Topology | None = None      # the services the load's requests pass through; None: one target
     istio_version: str | None = None      # the Istio release whose defaults istio clients follow; None: today's
 
@@ -127,7 +133,7 @@ class TestSpace:
 
     @property
     def size(self) -> int:
-        return space_size(len(self.fault.rates), len(self.users), self._loads_or_none(), self._configurations())[0]
+        return self._size()[0]
 
     @property
     def runs(self) -> int:
@@ -135,7 +141,11 @@ class TestSpace:
 
     def breakdown(self) -> str:
         """`|F| 5 x |U| 3 x (polly.retry 3 + ...) = 90`, the factor breakdown shown everywhere."""
-        return space_size(len(self.fault.rates), len(self.users), self._loads_or_none(), self._configurations())[1]
+        return self._size()[1]
+
+    def _size(self) -> tuple[int, str]:
+        return space_size(len(self.fault.rates), len(self.users), self._loads_or_none(), self._configurations(),
+                          self.targets.size if self.targets is not None else None)
 
     def _loads_or_none(self) -> int | None:
         return self.workload.size if self.workload is not None else None

@@ -11,6 +11,7 @@ with the reason."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -117,8 +118,10 @@ def aa_groups(header: dict, scenarios: list[dict]) -> Grouping:
         if reason is not None:
             left_out.append(LeftOut(scenario["id"], reason))
             continue
+        # cells under another load or on another target's point are not alike, whatever their configuration
         key = (services.get(scenario["client"], scenario["client"]), scenario["users"], fault_text(fault),
-               scenario.get("successes"), scenario.get("max_requests"))
+               scenario.get("successes"), scenario.get("max_requests"),
+               json.dumps(scenario.get("load"), sort_keys=True), json.dumps(scenario.get("target"), sort_keys=True))
         buckets[key].append(scenario)
     groups = []
     for (service, users, fault, *_), members in buckets.items():

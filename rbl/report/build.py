@@ -227,12 +227,13 @@ def print_table(records: list[dict], metrics: list[str], console: Console,
                 not_measured: set[tuple[str, str]] = frozenset()) -> None:
     open_loop = any(is_open_loop(r) for r in records)      # the load column only where there is one
     conditions = {"fault %": lambda r: f"{r['faultRate']:g}", "users": lambda r: str(r["users"]),
-                  **({"load": lambda r: r.get("load", "closed loop")} if open_loop else {})}
+                  **({"load": lambda r: r.get("load", "closed loop")} if open_loop else {}),
+                  **({"target": lambda r: r.get("target", "")} if any("target" in r for r in records) else {})}
     # a condition every row shares is said once, in the title, not repeated in a column of its own
     shared = {name: value(records[0]) for name, value in conditions.items()
               if len(records) > 1 and len({value(r) for r in records}) == 1}
     varying = [name for name in conditions if name not in shared]
-    columns = [*(NumberColumn(name, "left" if name == "load" else "right") for name in varying),
+    columns = [*(NumberColumn(name, "left" if name in ("load", "target") else "right") for name in varying),
                *(NumberColumn(METRIC_TITLES.get(m, m)) for m in metrics), NumberColumn("status", "left")]
     rows = []
     for r in records:
@@ -249,7 +250,7 @@ def print_table(records: list[dict], metrics: list[str], console: Console,
     title = "median [95% CI] per cell"
     if shared:
         said = {"fault %": lambda v: f"fault {v}%", "users": lambda v: f"{v} user{'' if v == '1' else 's'}",
-                "load": lambda v: f"load {v}"}
+                "load": lambda v: f"load {v}", "target": lambda v: f"target {v}"}
         title += " (every cell: " + ", ".join(said[name](value) for name, value in shared.items()) + ")"
     if any(r.get("interval") == "rounds-t" for r in records):
         title += " (* 2-3 rounds: t-interval on the round medians)"

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..plan_records import is_open_loop
 from ..store.results import MANIFEST, RESULTS, RunDirectory
 from ..store.run_reader import DOCUMENT_LIMIT, check_member
-from .labels import METRIC_TITLES as TITLES, Labeller, load_text
+from .labels import METRIC_TITLES as TITLES, Labeller, load_text, target_phrase
 from .stats import MIN_OBSERVATIONS, MIN_ROUNDS, Estimate, estimate, interval_method, rounds_t_estimate
 
 DEFAULT_METRICS = ("successTimePerRequest", "totalExecutionTime")   # the paper's Figures 4 and 5
@@ -135,6 +135,8 @@ def cells_as_records(header: dict, cells: list[Cell], metrics: list[str]) -> lis
                   "faultRate": cell.fault_rate, "users": cell.users, "status": cell.status}
         if is_open_loop(cell.scenario):        # an open-loop scenario: its load tells its cells apart
             record["load"] = load_text(cell.scenario).removeprefix("load ")
+        if "target" in cell.scenario:          # a varying target: its point tells them apart too
+            record["target"] = target_phrase(cell.scenario).removeprefix(", on ")
         for metric in metrics:
             e = cell.estimates[metric]
             record.update({f"{metric}.median": e.median, f"{metric}.ci95Low": e.low, f"{metric}.ci95High": e.high,

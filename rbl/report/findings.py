@@ -38,12 +38,19 @@ def direction(metric: str) -> str:
 
 @dataclass(frozen=True)
 class Group:
-    """Cells a reader compares with each other: one fault, one user count, one pattern family."""
+    """Cells a reader compares with each other: one fault, one user count (or load), one target,
+    one pattern family."""
     fault: dict
     users: int
     pattern: str
     successes: int | None
     max_requests: int | None
+    load: dict | None = None        # an open-loop scenario's load record (a population's too)
+    target: dict | None = None      # the scenario's point of a varying target
+
+    def key(self) -> tuple:
+        return (json.dumps(self.fault, sort_keys=True), self.users, self.pattern, self.successes, self.max_requests,
+                json.dumps(self.load, sort_keys=True), json.dumps(self.target, sort_keys=True))
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,8 @@ class Finding:
 
 def group_of(cell: Cell) -> Group:
     s = cell.scenario
-    return Group(s["fault"], s["users"], s["pattern"], s.get("successes"), s.get("max_requests"))
+    return Group(s["fault"], s["users"], s["pattern"], s.get("successes"), s.get("max_requests"), s.get("load"),
+                 s.get("target"))
 
 
 def _usable(cell: Cell) -> bool:
@@ -138,9 +146,7 @@ def find(header: dict, cells: list[Cell], metrics: list[str], check: NoiseCheck,
     comparison (rbl/report/noise.py's compare), with the method chosen as there by the fewer rounds."""
     groups: dict[tuple, list[Cell]] = {}
     for cell in cells:
-        key = group_of(cell)
-        groups.setdefault((json.dumps(key.fault, sort_keys=True), key.users, key.pattern, key.successes,
-                           key.max_requests), []).append(cell)
+        groups.setdefault(group_of(cell).key(), []).append(cell)
     alike_sets = [set(group.scenario_ids) for group in check.grouping.groups]
     findings = []
     for members in groups.values():
@@ -180,6 +186,8 @@ def record(finding: Finding, labeller: Labeller, sentence: str) -> dict:
     """findings.json's record of one finding."""
     r, interval = finding.result, finding.ratio_interval
     return {"metric": finding.metric, "fault": finding.group.fault, "users": finding.group.users,
+            **({"load": finding.group.load} if finding.group.load is not None else {}),
+            **({"target": finding.group.target} if finding.group.target is not None else {}),
             "pattern": finding.group.pattern, "best": labeller.label(finding.best.scenario),
             "worst": labeller.label(finding.worst.scenario), "bestScenarioId": finding.best.scenario["id"],
             "worstScenarioId": finding.worst.scenario["id"], "configurations": finding.configurations,

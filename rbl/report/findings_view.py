@@ -9,12 +9,15 @@ from markupsafe import Markup, escape
 from rich.console import Console
 
 from .findings import EFFECT, UNCHECKED, UNRESOLVED, Finding, direction
-from .labels import METRIC_TITLES, Labeller, plural
+from .labels import METRIC_TITLES, Labeller, load_text, plural, target_phrase
 
 
-def fault_phrase(fault: dict, users: int) -> str:
-    """`At 50% aborts and 10 users`, `With no faults and 5 users`, `At 20% delays of 200 ms and 1 user`."""
-    people = plural(users, "user")
+def fault_phrase(fault: dict, users: int, scenario: dict | None = None) -> str:
+    """`At 50% aborts and 10 users`, `With no faults and 5 users`, `At 20% delays of 200 ms and 1 user`;
+    for a scenario whose load generator sends, its load in the users' place (`With no faults and
+    load 40 req/s`), and a varying target's point after it (`, on /factorial/5000 with 0.5 CPU`)."""
+    scenario = scenario or {}
+    people = (load_text(scenario) if "load" in scenario else plural(users, "user")) + target_phrase(scenario)
     rate = fault.get("rate", 0)
     if not rate:
         return f"With no faults and {people}"
@@ -108,7 +111,9 @@ def sentence(finding: Finding, labeller: Labeller) -> str:
 
 
 def _sentence(finding: Finding, labeller: Labeller) -> str:
-    where = fault_phrase(finding.group.fault, finding.group.users)
+    group = finding.group
+    where = fault_phrase(group.fault, group.users, {**({"load": group.load} if group.load is not None else {}),
+                                                    **({"target": group.target} if group.target is not None else {})})
     one, other = _labels(finding, labeller)
     ratio = finding.ratio
     if ratio is None:                                    # a median of 0: no ratio to speak of

@@ -126,3 +126,13 @@ def load_text(scenario: dict) -> str:
         peak = _rate_text(profile.get("peak"))
         parts.append(f"{profile['kind']} to {peak}" if peak else profile["kind"])
     return ", ".join(parts)
+
+
+def target_phrase(scenario: dict) -> str:
+    """`, on /factorial/5000 with 0.5 CPU`: a scenario's point of a varying target; '' for a plan
+    whose target does not vary."""
+    target = scenario.get("target")
+    if not isinstance(target, dict):
+        return ""
+    cpus = number(target.get("cpus"))
+    return f", on {target.get('path', '?')}" + (f" with {cpus:g} CPU" if cpus is not None else "")

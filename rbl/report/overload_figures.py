@@ -59,6 +59,7 @@ LOAD_AXES = (
     ("peak load (req/s)", lambda s: _rate_of(s, "peak", "rps")),
     ("users (load = users)", lambda s: _number(load_of(s).get("users"))),
     ("mean think time (ms)", lambda s: _number(load_of(s).get("think_ms"))),
+    ("target CPU budget (cores)", lambda s: _number((s.get("target") or {}).get("cpus"))),
     ("fault rate (%)", lambda s: _number(s["fault"]["rate"])),
 )
 
@@ -85,12 +86,19 @@ def condition(scenario: dict, varying: set[str]) -> str:
         parts.append(f"fault {scenario['fault']['rate']:g}%")
     if "users" in varying:
         parts.append(f"{scenario['users']} users")
+    target = scenario.get("target") or {}
+    if "target.path" in varying:
+        parts.append(f"on {target.get('path')}")
+    if "target.cpus" in varying:
+        parts.append(f"{target.get('cpus'):g} CPU")
     return ", ".join(parts)
 
 
 def varying_conditions(cells: list[Cell]) -> set[str]:
     found = {"load": {load_text(c.scenario) for c in cells}, "fault": {c.fault_rate for c in cells},
-             "users": {c.users for c in cells}}
+             "users": {c.users for c in cells},
+             "target.path": {(c.scenario.get("target") or {}).get("path") for c in cells},
+             "target.cpus": {(c.scenario.get("target") or {}).get("cpus") for c in cells}}
     return {name for name, values in found.items() if len(values) > 1}
 
 
@@ -288,7 +296,8 @@ def round_values(cell: Cell, table: pa.Table, metric: str) -> list[float]:
 
 def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
     title, value_of, parameter = x_axis(cells)
-    on_x = {"fault rate (%)": "fault"}.get(title, "load" if parameter is None else None)
+    on_x = {"fault rate (%)": "fault", "target CPU budget (cores)": "target.cpus"}.get(
+        title, "load" if parameter is None else None)
     rest = varying - {on_x} if on_x else varying
 
     def line_of(cell: Cell) -> str:

@@ -55,6 +55,10 @@ class Services(Protocol):
         """Before a round: what a client's configuration needs outside its jobs, in force when this
         returns (a mesh client's sidecar takes the configuration's policies); nothing for a library."""
 
+    def use_target(self, target: dict) -> None:
+        """Before a round of a plan whose target varies: the target on this point (path, cpus); a new
+        CPU budget restarts its replicas. Only backends that run such plans have it."""
+
     def client_counters(self, library: str) -> dict[str, int] | None:
         """A mesh client's sidecar counters, cumulative (rbl/store/metrics.py SIDECAR_COLUMNS);
         None for a library client, which has no sidecar."""

@@ -22,7 +22,7 @@ PROBES = 40
 
 
 def dry_run(header: dict, lines: Iterable[str], backend: Backend, console: Console) -> int:
-    from ..estimate import estimate, sample_lines
+    from ..estimate import estimate, sample_lines, target_restarts
     from .run import proxy_name
 
     prepared = backend.check(header, console)
@@ -48,7 +48,8 @@ def dry_run(header: dict, lines: Iterable[str], backend: Backend, console: Conso
                 console.print(f"  {library} client service ({libraries[library]}): healthy, "
                               f"{library} {version or 'version not reported'}", highlight=False, markup=False)
     rounds = header["rounds"] + header.get("warmup", 0)
-    expected = estimate(sample_lines(lines, header["size"]), header["size"], rounds, request_ms)
+    expected = estimate(sample_lines(lines, header["size"]), header["size"], rounds, request_ms,
+                        target_restarts(header))
     console.print(f"estimated duration of the run: {expected.text()}", highlight=False, markup=False)
     console.print("dry run: the services started, answered and stopped; no scenario was run and no run "
                   "directory was written", highlight=False, markup=False)

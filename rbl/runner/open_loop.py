@@ -133,6 +133,12 @@ def _seed_number(seed: str) -> int:
     return int.from_bytes(hashlib.sha256(seed.encode()).digest()[:7], "big")
 
 
+def target_columns(scenario: dict) -> dict:
+    """A varying target's point, as two flat columns a CSV reader can sort by; none otherwise."""
+    target = scenario.get("target")
+    return {"targetPath": target["path"], "targetCpus": target.get("cpus")} if isinstance(target, dict) else {}
+
+
 def open_round_row(scenario: dict, round_number: int, table: pa.Table, counters: dict, sidecar: dict | None,
                    run_facts: dict, rounds_in_run: int) -> dict:
     """The round's row of results.jsonl: the scenario's keys, the overload metrics over the measured
@@ -147,7 +153,7 @@ def open_round_row(scenario: dict, round_number: int, table: pa.Table, counters:
         "faultStatus": fault.get("status"), "faultDuration": fault.get("duration_ms"),
         **open_loop_metrics(table, load.window_s, load.slo_ms, measured_s=load.measured_s, start_s=load.warmup_s),
         "load": load.record, "config": scenario["config"], "scenarioId": scenario["id"], "scenarioIndex": scenario["index"],
-        "client": scenario["client"], "share": "client", "stoppedBy": "duration",
+        "client": scenario["client"], "share": "client", "stoppedBy": "duration", **target_columns(scenario),
         "faultRateApplied": round(100 * injected / met, 4) if met else None, "proxyRequests": seen,
         **run_facts, **(sidecar or {}),
     }

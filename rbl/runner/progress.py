@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
-from ..report.labels import plural
+from ..report.labels import load_text, plural, target_phrase
 
 LINE_INTERVAL = 2.0          # seconds between plain progress lines
 
@@ -58,8 +58,10 @@ class RunProgress:
     def _describe(self, scenario: dict, round_number: int) -> str:
         fault = scenario["fault"]
         label = self._labeller.label(scenario) if self._labeller else scenario["client"]
+        # the load generator's scenarios have one nominal user: say their load instead
+        who = load_text(scenario) if "load" in scenario else plural(scenario["users"], "user")
         return (f"scenario {scenario['index'] + 1}/{self.plan_size} round {round_number}/{self.rounds}: "
-                f"{label}, {fault['kind']} {fault['rate']:g}%, {plural(scenario['users'], 'user')}")
+                f"{label}, {fault['kind']} {fault['rate']:g}%, {who}" + target_phrase(scenario))
 
     def round_started(self, scenario: dict, round_number: int) -> None:
         self._current = self._describe(scenario, round_number)

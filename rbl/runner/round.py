@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
-from ..plan_records import ClientKind, Load, client_kind, load_of
+from ..plan_records import ClientKind, Load, client_kind, load_of, target_of
 from ..topology import topology_from_record
 from .backend import RoundFailed, Services
 from .hops import PEAKS, HopSampler, chain_columns, highest, hop_record, increase
@@ -166,13 +166,16 @@ class RoundFrame:
     def _prepare(self, scenario: dict, round_number: int) -> RoundSetup:
         """Services checked, the scenario's fault set and confirmed, the client configured."""
         library = scenario["library"]
+        target = target_of(self.header, scenario)
+        if "target" in scenario:                 # the target varies: this scenario's budget before the checks
+            self.services.use_target(target)
         self.check_services(library, through_proxy=True)
         self.services.fault.apply(scenario["fault"])
         # a mesh client's sidecar takes the configuration's policies (nothing for a library client)
         self.services.configure_client(library, scenario["pattern"], scenario["config"])
         client = self.clients[scenario["client"]]
         return RoundSetup(scenario, round_number, client, client_kind(client), load_of(scenario),
-                          self.services.target_url(self.header["target"]["path"], library),
+                          self.services.target_url(target["path"], library),
                           self.services.client_address(library),
                           f"{self.session}/{scenario['id']}/{round_number}",
                           round_number <= self.header.get("warmup", 0))

@@ -70,6 +70,9 @@ def open_loop_rows(run: RunDirectory, summary: dict = OPEN_LOOP_SUMMARY) -> list
         if row.get("warmup") or "offeredRequests" not in row:
             continue
         load = describe_load(row["load"]) if isinstance(row.get("load"), dict) else "-"
+        if "targetPath" in row:                # a varying target's point tells cells apart too
+            load += f", on {row['targetPath']}" + (f" with {row['targetCpus']:g} CPU"
+                                                   if isinstance(row.get("targetCpus"), (int, float)) else "")
         cell = cells[(labeller.label({"client": row["client"], "config": row["config"]}), row["faultPercentage"], load)]
         for column in summary:
             cell[column].append(row.get(column))

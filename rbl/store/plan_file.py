@@ -150,10 +150,21 @@ def _check_header(header: dict) -> None:
         raise PlanProblem("breakdown.clients does not match clients")
     if is_open_loop(header) != ("loads" in breakdown):
         raise PlanProblem("breakdown.loads and load: an open-loop plan has both, a closed-loop plan neither")
+    if ("targets" in breakdown) != ("axes" in header["target"]):
+        raise PlanProblem("breakdown.targets and target.axes: a plan whose target varies has both, another neither")
+    targets = breakdown.get("targets", 1)
+    if "axes" in header["target"]:
+        points = 1
+        for axis in header["target"]["axes"].values():
+            points *= _axis_length(axis)
+        if points != targets:
+            raise PlanProblem(f"breakdown.targets: {targets}, but the target's axes make {points} points")
+        if not is_open_loop(header):
+            raise PlanProblem("target.axes: a target varies only under open-loop load or a population of users")
     loads = breakdown.get("loads", 1)
-    size = faults * users * loads * sum(c["configurations"] for c in clients)
+    size = targets * faults * users * loads * sum(c["configurations"] for c in clients)
     if header["size"] != size:
-        raise PlanProblem(f"size: {header['size']}, but |F| x |U| x |L| x sum |CONF_i| = {size}")
+        raise PlanProblem(f"size: {header['size']}, but |T| x |F| x |U| x |L| x sum |CONF_i| = {size}")
     if header["runs"] != size * header["rounds"]:
         raise PlanProblem(f"runs: {header['runs']}, but size x rounds = {size * header['rounds']}")
     services: dict[str, str] = {}
@@ -242,6 +253,7 @@ class _ScenarioCheck:
         self.rates = _members(fault["rates"])
         self.users = _members(header["users"])
         self.open_loop = is_open_loop(header)
+        self.target_axes = header["target"].get("axes")
         self.index = 0
 
     def __call__(self, scenario: object) -> None:
@@ -265,7 +277,20 @@ class _ScenarioCheck:
         for key in ("successes", "max_requests"):
             if scenario[key] != header[key]:
                 raise PlanProblem(f"{key} {scenario[key]} differs from the plan's {header[key]}")
+        self._check_target(scenario)
         self.index += 1
+
+    def _check_target(self, scenario: dict) -> None:
+        """A scenario of a plan whose target varies names one of its points; no other scenario has one."""
+        if ("target" in scenario) != (self.target_axes is not None):
+            raise PlanProblem("target: " + ("every scenario of a plan whose target varies names its point"
+                                            if self.target_axes is not None else "the plan's target does not vary"))
+        if self.target_axes is None:
+            return
+        target = {**self.header["target"], **scenario["target"]}
+        for key, axis in self.target_axes.items():
+            if not _members(axis)(target.get(key)):
+                raise PlanProblem(f"target.{key} {_show(target.get(key))} is not one of the plan's")
 
     def finish(self) -> None:
         if self.index != self.header["size"]:
@@ -291,6 +316,8 @@ def _shape_problem(s: object) -> str | None:
     if type(s) is not dict:
         return "not an object"
     keys = _SCENARIO_KEYS | {LOAD_KEY} if is_open_loop(s) else _SCENARIO_KEYS
+    if "target" in s and is_open_loop(s):     # a varying target's point: the schema checks it below
+        keys = keys | {"target"}
     if s.keys() != keys:
         missing, extra = sorted(keys - s.keys()), sorted(map(str, s.keys() - keys))
         return f"missing {', '.join(missing)}" if missing else f"unexpected {_short(', '.join(extra))}"

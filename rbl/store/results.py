@@ -65,6 +65,8 @@ RBL_COLUMNS = ("scenarioId", "scenarioIndex", "client", "share", "libraryVersion
 # ... and a mesh client's: its requests' response classes and its sidecar's counters for the round
 # (written only when a row has them, so library-only runs keep their columns).
 MESH_COLUMNS = (*RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS)
+# ... and a varying target's point (written only when the plan's target varies)
+TARGET_COLUMNS = ("targetPath", "targetCpus")
 # ... and a timeout's, bulkhead's, rate limiter's, hedge's or fallback's (likewise only when a row has them)
 
 
@@ -372,7 +374,9 @@ class RunDirectory:
         mesh = any("circuitBrokenRequests" in row for row in self.rows())
         patterns = any("timedOutCalls" in row for row in self.rows())
         chain = any("chainAmplification" in row for row in self.rows())
-        columns = [*ORIGINAL_COLUMNS, *config_keys, *RBL_COLUMNS, *(MESH_COLUMNS if mesh else ()),
+        targets = any("targetPath" in row for row in self.rows())
+        columns = [*ORIGINAL_COLUMNS, *config_keys, *(TARGET_COLUMNS if targets else ()), *RBL_COLUMNS,
+                   *(MESH_COLUMNS if mesh else ()),
                    *(PATTERN_COLUMNS if patterns else ()), *(CHAIN_COLUMNS if chain else ())]
         path = self.path / CSV_FILE
         with storage_errors(self.path):

@@ -140,7 +140,9 @@ class LocalServices:
         self.target_port = 0
         self.target = target or {}                   # the plan's target: path, cpus, replicas, noisy_cpus
         self.istio_release = istio_release          # whose defaults the sidecars follow (None: today's)
-        self.budgets: list[CpuBudget] = []
+        self.budgets: list[CpuBudget] = []           # the target replicas' CPU budgets
+        self.target_services: list[Service] = []     # the target's replicas, in order
+        self.target_ports: list[int] = []
         self.target_description = ""                 # what runs as the target, and which budget is enforced
         self.proxy_port = 0
         self.admin_port = 0
@@ -194,6 +196,7 @@ class LocalServices:
         if self.topology is not None:
             self.topology.remove_budgets()
         self.services.clear()
+        self.target_services.clear()
         self.clients.clear()
         self.sidecars.clear()
         if self._starters is not None:
@@ -212,6 +215,7 @@ class LocalServices:
     # -- services ----------------------------------------------------------------------------
     def _start_targets(self, ports: list[int]) -> None:
         """The target's replicas, each under its CPU budget when the plan gives one."""
+        self.target_ports = ports
         budgets = [self.target.get("cpus")] * len(ports)
         if "noisy_cpus" in self.target:
             budgets[-1] = self.target["noisy_cpus"]
@@ -237,6 +241,7 @@ class LocalServices:
         # quick SIGQUIT) took 0.3-0.6 s, the longest of every service's stop
         service = self._start(name, argv, "target.log" if replica == 0 else f"target-{replica + 1}.log",
                               env={**os.environ, TOKEN_ENV: self.target_token}, stop_signal=signal.SIGKILL)
+        self.target_services.append(service)
         service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
         what = f"replica {replica + 1}: {workers} worker{'s' if workers != 1 else ''}"
         if cpus is None:
@@ -244,6 +249,23 @@ class LocalServices:
         if budget is None:
             return what + f", {cpus:g} CPU NOT enforced: {why}"
         return what + f", {budget.describe()}"
+
+    def use_target(self, target: dict) -> None:
+        """A scenario's point of a varying target. The path is the round's own; a new CPU budget
+        restarts the replicas on their ports, so the proxy's upstreams stay as they are."""
+        changed = target.get("cpus") != self.target.get("cpus")
+        self.target = {**self.target, **target}
+        if not changed or self.topology is not None:
+            return
+        with self._lock:
+            stopping, self.target_services = self.target_services, []
+            self.services = [service for service in self.services if service not in stopping]
+        stop_all(stopping, grace=0.0)        # SIGKILL, as at the end of a run: the target keeps nothing
+        for budget in self.budgets:
+            budget.remove()
+        self.budgets.clear()
+        # from a starter thread: a child's parent-death signal follows the thread that forked it
+        self._starters.submit(self._start_targets, self.target_ports).result()
 
     def _start_proxy(self, target_ports: list[int]) -> None:
         if self.proxy_kind == "envoy":

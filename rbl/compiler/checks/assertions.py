@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...lang import ast
 from ...lang.fastparse import LazyNodes
 from ..space import NoiseAssertion, SizeAssertion, space_size
+from ..target_dimension import target_dimension
 from ...lang.types import COMPARATORS
 from ...lang.units import MAX_MAGNITUDE
 from .context import CheckContext
@@ -50,7 +51,11 @@ def size_and_breakdown(ctx: CheckContext) -> tuple[int, str] | None:
     if rates is None or users is None or not ctx.clients:
         return None
     loads = ctx.workload.size if ctx.workload is not None else None
-    return space_size(len(rates), len(users), loads, [(c.label, c.configurations) for c in ctx.clients])
+    targets = None
+    if ctx.topology is None and "target" in ctx.settings:
+        dimension = target_dimension(ctx.settings["target"], ctx.settings.get("target.cpus"))
+        targets = dimension.size if dimension is not None else None
+    return space_size(len(rates), len(users), loads, [(c.label, c.configurations) for c in ctx.clients], targets)
 
 
 def check_assertions(ctx: CheckContext) -> None:

@@ -40,7 +40,8 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
     "users": SettingDef(_int(1), None, True, "virtual users per scenario (U)"),
     "successes": SettingDef(_int(1), Value("int", 10), False, "successful calls each virtual user needs (n)"),
     "max_requests": SettingDef(_int(1), Value("int", 500), False, "most requests a virtual user may send"),
-    "target": SettingDef(ParamType("string"), Value("string", "/bytes/1000"), False, "httpbin path called"),
+    # the target may vary under open-loop load or a population (target_dimension.py)
+    "target": SettingDef(ParamType("string"), Value("string", "/bytes/1000"), True, "httpbin path called (T)"),
     "fault.kind": SettingDef(ParamType("enum", ("abort", "delay")), Value("enum", "abort"), False,
                              "abort (reply with fault.status) or delay (wait fault.duration)"),
     "fault.status": SettingDef(_int(200, 600), Value("int", 503), False, "HTTP status of injected aborts"),
@@ -79,7 +80,7 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
     # the target's resources (local backend: a cgroup CPU quota per replica where the machine allows it)
     "target.cpus": SettingDef(ParamType("float", bounds=(Bound(">", Value("float", Fraction(0))),
                                                          Bound("<=", Value("float", Fraction(256))))),
-                              None, False, "CPU budget of each target replica, in cores [default: unlimited]"),
+                              None, True, "CPU budget of each target replica, in cores (T) [default: unlimited]"),
     "target.replicas": SettingDef(_int(1, 65), Value("int", 1), False,
                                   "target replicas, balanced round robin by the fault proxy"),
     "target.noisy_cpus": SettingDef(ParamType("float", bounds=(Bound(">", Value("float", Fraction(0))),
@@ -116,8 +117,8 @@ def check_settings(ctx: CheckContext) -> None:
         if isinstance(item, ast.Axis):
             if not definition.axis:
                 ctx.diags.error("E0210", f"`{key}` cannot vary", item.span, "not an axis",
-                                help=f"bind one value with `{key} = ...`; the axes of a space are "
-                                     "`users`, `fault.rate`, the `load.*` settings and client parameters")
+                                help=f"bind one value with `{key} = ...`; the axes of a space are `users`, `fault.rate`, "
+                                     "`target`, `target.cpus`, the `load.*` settings and client parameters")
                 continue
             value = evaluate_axis(item, definition.type, ctx.diags, what)
         else:
@@ -187,13 +188,37 @@ def _defaults_and_cross_checks(ctx: CheckContext, seen: dict) -> None:
         ctx.diags.error("E0218", f"`max_requests` ({max_requests.v}) is below `successes` ({successes.v})",
                         span, "no virtual user could finish",
                         help="a virtual user stops after max_requests requests; make it at least successes")
-    target = ctx.settings.get("target")
-    problem = target_problem(str(target.v)) if target is not None and "target" in seen else None
-    if problem is not None:
-        ctx.diags.error("E0218", f"`target` must be a URL path on the target service, found {format_value(target)}",
-                        seen["target"].value.span, f"not a URL path: {problem}",
-                        help='write the httpbin path, e.g. `target = "/bytes/1000"`; escape other characters '
-                             'as %XX (a space is %20)')
+    _check_target(ctx, seen, open_loop)
+
+
+def _check_target(ctx: CheckContext, seen: dict, open_loop: bool) -> None:
+    """Each path a URL path; a target that varies (|T| > 1) only where each scenario's load can
+    meet its own target: open-loop load or a population, at rates that need no calibration."""
+    if "target" in seen and "target" in ctx.settings:
+        node = seen["target"].value
+        for index, value in enumerate(ctx.settings["target"]):
+            problem = target_problem(str(value.v))
+            if problem is not None:
+                items = getattr(node, "items", ())
+                span = items[index].span if index < len(items) else node.span
+                ctx.diags.error("E0218", f"`target` must be a URL path on the target service, found "
+                                         f"{format_value(value)}", span,
+                                f"not a URL path: {problem}",
+                                help='write the httpbin path, e.g. `target = "/bytes/1000"`; escape other '
+                                     'characters as %XX (a space is %20)')
+                break
+    varying = [key for key in ("target", "target.cpus") if key in seen and len(ctx.settings.get(key, ())) > 1]
+    for key in varying:
+        if not open_loop:
+            ctx.diags.error("E0210", f"`{key}` can vary only under open-loop load or a population of users",
+                            seen[key].span, "the load is closed-loop (virtual users)",
+                            help=f"add `load = open` (or `load = users`), or bind one value with `{key} = ...` "
+                                 "and run one spec per target")
+        elif any(share in ctx.settings for share in ("load.rate", "load.peak")) and "load.capacity" not in ctx.settings:
+            ctx.diags.error("E0231", f"`{key}` varies, and the load's rate is a share of one calibrated capacity",
+                            seen[key].span, "each target point has a capacity of its own",
+                            help="give the rate in requests per second (`load.rps`), fix the capacity with "
+                                 "`load.capacity = 50`, or use a population (`load = users`)")
 
 
 def _check_istio_release(ctx: CheckContext, seen: dict) -> None:
