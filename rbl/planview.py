@@ -68,9 +68,9 @@ def _target_lines(space: TestSpace, what: str) -> list[str]:
     if dimension.cpus is not None:
         axes.insert(0, f"target.cpus in [{_values(dimension.cpus)}]" if len(dimension.cpus) > 1
                     else f"target.cpus = {_values(dimension.cpus)}")
-    restarts = " (a new CPU budget restarts the target)" if dimension.cpus is not None and len(dimension.cpus) > 1 \
-        else ""
-    return [f"  |T| = {dimension.size:<6} targets{_resources(resources)}, {what}: " + "; ".join(axes) + restarts]
+    restarts = ", each new CPU budget a restart" if dimension.cpus is not None and len(dimension.cpus) > 1 else ""
+    return [f"  |T| = {dimension.size:<6} targets{_resources(resources)}{restarts}, {what}:",
+            f"  {'':<13}" + "; ".join(axes)]
 
 
 def plan_summary(space: TestSpace) -> str:

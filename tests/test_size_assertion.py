@@ -1,5 +1,5 @@
 """`assert size == N` and `rbl plan` agree for every axis the language has: fault rates, users, the
-open-loop load's axes, and each client's configuration axes (placements included). Generated specs: the
+open-loop load's axes, the target's (path and CPU budget), and each client's configuration axes. Generated specs: the
 assertion holds exactly when N is the number of scenarios the plan expands to."""
 
 from __future__ import annotations
@@ -28,6 +28,11 @@ def spaces(draw) -> tuple[str, int]:
         body += "  load = open\n  load.capacity = 50\n" + axis("load.rate", rates, "%") \
             + axis("load.duration", durations, "s") + axis("load.slo", slos, "ms") + axis("load.window", windows, "s")
         size *= len(rates) * len(durations) * len(slos) * len(windows)
+        paths, budgets = draw(values(1, 9, 3)), draw(st.lists(st.sampled_from([0.25, 0.5, 1, 2]), min_size=0,
+                                                             max_size=3, unique=True))
+        body += axis("target", [f'"/factorial/{p}000"' for p in paths])
+        body += axis("target.cpus", budgets) if budgets else ""
+        size *= len(paths) * max(1, len(budgets))
     else:
         users = draw(values(1, 50, 3))
         body += axis("users", users)
@@ -49,6 +54,20 @@ def spaces(draw) -> tuple[str, int]:
         body += "  client tenacity.retry {\n    stop_after_attempt = 3\n" + axis("wait_fixed", waits, "ms") + "  }\n"
         configurations += len(waits)
     return body, size * configurations
+
+
+def test_target_axes_are_a_dimension_of_the_size_it_asserts():
+    """Two paths x three budgets x two configurations are twelve scenarios, the budget varying
+    slowest, and the note names |T|."""
+    body = ('  load = users\n  load.users = 4\n  target in ["/factorial/5000", "/factorial/10000"]\n'
+            "  target.cpus in [0.5, 1, 2]\n  client istio.adaptive_breaker { trt in [50ms, 100ms] }\n")
+    result = compile_source(with_assertion(body, "== 12"), "s.rbl")
+    assert result.space is not None, [d.message for d in result.diagnostics]
+    points = [(s["target"]["cpus"], s["target"]["path"]) for s in iter_scenarios(result.space)]
+    assert points[::2] == [(cpus, path) for cpus in (0.5, 1.0, 2.0) for path in ("/factorial/5000", "/factorial/10000")]
+    failed = compile_source(with_assertion(body, "== 6"), "s.rbl")
+    (error,) = [d for d in failed.diagnostics if d.code == "E0304"]
+    assert any("|T| 6" in note for note in error.notes), error.notes
 
 
 def with_assertion(body: str, claim: str) -> str:

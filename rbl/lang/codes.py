@@ -120,8 +120,15 @@ load.timeout, load.window, load.slo and load.capacity. Client parameters belong 
 `client` block.
 """),
     "E0210": ("setting cannot vary", """
-Only `users`, `fault.rate`, the `load.*` settings of open-loop load and client parameters may
-be axes (`in`). Other settings take one value (`=`). Run separate specs to vary the others.
+Only `users`, `fault.rate`, `target`, `target.cpus`, the `load.*` settings of open-loop load
+and client parameters may be axes (`in`). Other settings take one value (`=`). Run separate specs
+to vary the others. The target (its path, so the work per request, and its replicas' CPU budget)
+varies only under load the load generator sends (`load = open` or `load = users`): closed-loop
+virtual users are compared per fault rate and user count.
+
+    load = users
+    target in ["/factorial/5000", "/factorial/10000"]   // ok: |T| = 2
+    target.cpus in [0.5, 1, 2]                           // ok: |T| = 6, each budget a restart
 """),
     "E0211": ("unknown enum value", """
 The parameter takes one of a fixed set of names; the help line lists them.
@@ -241,6 +248,17 @@ and 1,000,000 bytes. Between points the rate moves linearly. Blank lines and `#`
     0,0.8
     300,1.4        // 140% of the rate five minutes in
     600,0.8
+"""),
+    "E0231": ("a varying target with rates of one capacity", """
+A rate given as a share of capacity (`load.rate`, `load.peak`) is a share of the one capacity
+`rbl calibrate` measured for the plan's target. When `target` or `target.cpus` varies, each point
+has a capacity of its own, so the shares would mean something else on each. Give the rate in
+requests per second (`load.rps`, `load.peak_rps`), fix the capacity with `load.capacity`, or
+send from a population (`load = users`), whose rate follows the target.
+
+    target.cpus in [0.5, 1]
+    load.rate = 80%            // error: 80% of which capacity?
+    load.rps = 40              // ok
 """),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """

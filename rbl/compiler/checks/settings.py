@@ -208,15 +208,17 @@ def _check_target(ctx: CheckContext, seen: dict, open_loop: bool) -> None:
                                      'characters as %XX (a space is %20)')
                 break
     varying = [key for key in ("target", "target.cpus") if key in seen and len(ctx.settings.get(key, ())) > 1]
+    shares = [key for key in ("load.rate", "load.peak") if key in seen and key in ctx.settings]
     for key in varying:
         if not open_loop:
             ctx.diags.error("E0210", f"`{key}` can vary only under open-loop load or a population of users",
                             seen[key].span, "the load is closed-loop (virtual users)",
                             help=f"add `load = open` (or `load = users`), or bind one value with `{key} = ...` "
                                  "and run one spec per target")
-        elif any(share in ctx.settings for share in ("load.rate", "load.peak")) and "load.capacity" not in ctx.settings:
+        elif shares and "load.capacity" not in ctx.settings:
             ctx.diags.error("E0231", f"`{key}` varies, and the load's rate is a share of one calibrated capacity",
                             seen[key].span, "each target point has a capacity of its own",
+                            secondary=tuple((seen[share].span, "a share of capacity") for share in shares),
                             help="give the rate in requests per second (`load.rps`), fix the capacity with "
                                  "`load.capacity = 50`, or use a population (`load = users`)")
 
