@@ -397,3 +397,41 @@ def test_configurations_left_out_are_counted_in_the_sentence():
     left = Finding(**{**found.__dict__, "left_out": 1})
     assert sentence(left, Labeller(HEADER)).endswith(
         "above the noise floor of 40% (1 other configuration left out: failed rounds or no data).")
+
+
+def test_cells_under_another_load_or_target_are_compared_apart_and_never_alike():
+    """Two loads x two pools: each load is a group of its own (a pool at 80% is not ranked against
+    the other at 120%), the A/A check never pairs cells of different loads, and the sentence says
+    the load, not "1 user". The same for the points of a varying target."""
+    from rbl.compiler.expand import iter_scenarios
+    from rbl.compiler.pipeline import compile_source
+    from rbl.compiler.plan import plan_header
+    from rbl.report.aa_groups import aa_groups
+    from rbl.report.findings import find
+    from rbl.report.noise import noise_check
+    from rbl.report.stats import estimate
+
+    spec = ("space s {\n  load = open\n  load.rps in [40, 60]\n  target in [\"/a\", \"/b\"]\n"
+            "  client istio.circuit_breaker { http2MaxRequests in [1, 1024] }\n  client istio.baseline {}\n}\n")
+    space = compile_source(spec, "s.rbl").space
+    header, scenarios = plan_header(space), list(iter_scenarios(space))
+    metric = "carriedThroughput"
+    cells = []
+    for s in scenarios:
+        made = Cell(s)
+        # the load decides what is carried; the pool does only at the higher rate
+        carried = 1.0 if s["load"]["rate"]["rps"] == 40 else (0.5 if s["config"].get("http2MaxRequests") == 1 else 0.9)
+        made.rounds = {r: [{metric: carried + 0.001 * r}] for r in range(1, 4)}
+        made.estimates[metric] = estimate([[row[metric] for row in rows] for rows in made.rounds.values()], 200)
+        cells.append(made)
+    by_id = {s["id"]: s for s in scenarios}
+    for group in aa_groups(header, scenarios).groups:
+        members = [by_id[i] for i in group.scenario_ids]
+        assert len({json.dumps((m["load"], m["target"]), sort_keys=True) for m in members}) == 1, members
+    found = find(header, cells, [metric], noise_check(header, cells, [metric], "auto", 200), "auto", 200)
+    assert len(found) == 4            # per load and path: the two pools (and the baseline) compared
+    for f in found:
+        assert f.best.scenario["load"] == f.worst.scenario["load"] == f.group.load
+        assert f.best.scenario["target"] == f.worst.scenario["target"] == f.group.target
+    text = sentence(found[-1], Labeller(header))
+    assert text.startswith("With no faults and load 60 req/s, constant, on /b, "), text
