@@ -5,6 +5,7 @@ from __future__ import annotations
 from .compiler.axes import RangeAxis
 from .compiler.space import TestSpace
 from .lang.units import Value, format_value
+from .metric_directions import objective_text
 from .libraries.catalogue import NESTED
 from .libraries.composition import SEPARATOR, nesting
 
@@ -106,6 +107,8 @@ def plan_summary(space: TestSpace) -> str:
             for key, values in space.workload.settings if len(values) > 1 or key in _SHOWN))
     if space.istio_version is not None:
         lines.append(f"  istio       the istio clients follow Istio {space.istio_version}'s defaults")
+    if space.objective is not None:
+        lines.append(f"  objective   {objective_text(space.objective.record())}")
     lines.append(f"  sum |CONF_i| = {confs} over {len(space.clients)} client{'s' if len(space.clients) != 1 else ''}:")
     for client in space.clients:
         axes = "; ".join(f"{p.name} in [{_values(p.values)}]" for p in client.axes)

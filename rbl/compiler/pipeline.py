@@ -15,6 +15,7 @@ from .checks.istio_release import check_istio_release
 from .checks.libraries import check_libraries
 from .checks.mesh import check_mesh_policies
 from .checks.neutral import check_lets, check_unused_lets
+from .checks.objective import check_objective
 from .checks.settings import SPACE_SETTINGS, check_settings
 from .checks.structure import check_structure
 from .checks.topology import check_placements, check_topology
@@ -33,6 +34,7 @@ PASSES = (
     check_structure,
     check_libraries,
     check_settings,
+    check_objective,
     check_topology,
     check_lets,
     check_clients,
@@ -138,6 +140,7 @@ def _test_space(ctx: CheckContext, text: str, name: str) -> TestSpace:
         targets=target_dimension(s["target"], s.get("target.cpus")) if ctx.topology is None else None,
         topology=ctx.topology,
         istio_version=str(s["istio.version"].v) if "istio.version" in s else None,
+        objective=ctx.objective,
     )
 
 

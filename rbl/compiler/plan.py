@@ -75,6 +75,7 @@ def plan_header(space: TestSpace) -> dict:
         "clients": [_client(c) for c in space.clients],
         **_design(space),
         **({"assert_noise": {"op": space.noise.op, "percent": space.noise.percent}} if space.noise else {}),
+        **({"objective": space.objective.record()} if space.objective is not None else {}),
     }
 
 

@@ -88,6 +88,31 @@ class NoiseAssertion:
     span: Span | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True)
+class ObjectiveBound:
+    """`objective.successP99Ms = 500ms`: a configuration is eligible only within it."""
+    metric: str
+    op: str                         # <= (at most) or >= (at least: a metric better high)
+    limit: float                    # in the rows' unit: ms, a fraction, a number
+    span: Span | None = field(default=None, compare=False)
+
+    def record(self) -> dict:
+        return {"metric": self.metric, "op": self.op, "limit": self.limit}
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What "better" means for the report's recommendation: a metric in its own direction, and bounds."""
+    metric: str
+    direction: str                  # higher | lower
+    bounds: tuple[ObjectiveBound, ...] = ()
+    explicit: bool = True           # False: the kind of round's default metric (with the spec's bounds)
+
+    def record(self) -> dict:
+        return {"metric": self.metric, "direction": self.direction, "bounds": [b.record() for b in self.bounds],
+                **({} if self.explicit else {"default": True})}
+
+
 def space_size(faults: int, users: int, loads: int | None, clients: list[tuple[str, int]],
                targets: int | None = None) -> tuple[int, str]:
     """Equation 1, |F| x |U| x sum_i |CONF_i|, in closed form, and its breakdown (`|F| 5 x |U| 3 x
@@ -125,6 +150,7 @@ class TestSpace:
                                             # target_resources then hold the first one
     topology: Topology | None = None      # the services the load's requests pass through; None: one target
     istio_version: str | None = None      # the Istio release whose defaults istio clients follow; None: today's
+    objective: Objective | None = None    # what "better" means (checks/objective.py); None: the kind's default
 
     @property
     def loads(self) -> int:

@@ -260,6 +260,20 @@ send from a population (`load = users`), whose rate follows the target.
     load.rate = 80%            // error: 80% of which capacity?
     load.rps = 40              // ok
 """),
+    "E0232": ("an objective rbl cannot score", """
+`objective = METRIC` names the metric the report's recommendation optimises, in its own direction
+(more carried throughput, less total time); `objective.METRIC = VALUE` bounds another: at most
+VALUE, or at least VALUE for a metric better high. The metric must be one the space's rounds
+measure: closed-loop virtual users (totalExecutionTime, successTimePerRequest, latencyP99,
+requestsPerSuccess, ...) or load the generator sends (carriedThroughput, successP99Ms,
+p95UnderSloShare, ...). A fact about a mechanism (retries made, calls refused) has no better end
+and cannot be the objective, only bounded. A bound is written in its metric's unit: a duration
+(`500ms`) for times, a percentage (`90%`) for shares, a number for counts.
+
+    objective = carriedThroughput
+    objective.successP99Ms = 500ms     // ok: p99 of successes at most 500 ms
+    objective.successP99Ms = 500       // error: a time needs its unit
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

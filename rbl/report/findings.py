@@ -7,33 +7,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..metric_directions import direction
 from .cells import Cell
 from .labels import Labeller
 from .noise import NoiseCheck, compare
 from .stats import Difference, interval_method
 
-# Which way is better. Times, failures and load are better low; what is produced is better high.
-# Facts about a mechanism (retries made, calls a breaker or pool refused, what was offered) are
-# compared without a verdict on which end is better ("highest", "lowest"): fewer retries is not better
-# when retrying is what saved the calls.
-HIGHER_IS_BETTER = {"throughput", "successfulCalls", "successfulRequests", "carriedRate", "carriedThroughput",
-                    "successShare", "p95UnderSloShare"}
-NEUTRAL = {"openTransitions", "contentionRate", "totalCalls", "totalRequests", "requestsPerCall",
-           "offeredRequests", "offeredRate", "measuredSeconds",
-           "sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuccesses", "sidecarRetryOverflows",
-           "sidecarPoolOverflows", "sidecarPerTryTimeouts", "sidecarTimeouts", "sidecarEjections", "ejectedRequests",
-           "circuitBrokenRequests", "circuitBrokenShare", "timedOutCalls", "breakerRejectedCalls",
-           "bulkheadRejectedCalls", "rateLimitedCalls", "hedgedRequests", "fallbackCalls",
-           "chainAmplification", "chainRefusedCalls", "chainCpuSeconds"}
-
 EFFECT, UNCHECKED, UNRESOLVED = "effect", "unchecked", "unresolved"
-
-
-def direction(metric: str) -> str:
-    """lower | higher (the better end) | none."""
-    if metric in NEUTRAL:
-        return "none"
-    return "higher" if metric in HIGHER_IS_BETTER else "lower"
 
 
 @dataclass(frozen=True)

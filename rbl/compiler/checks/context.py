@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ...lang import ast
 from ...lang.diagnostics import Diagnostics
 from ...lang.source import SourceFile
-from ..space import ClientSpec, NoiseAssertion, SizeAssertion
+from ..space import ClientSpec, NoiseAssertion, Objective, SizeAssertion
 from ...topology import Topology
 from ..workload import Workload
 
@@ -30,3 +30,4 @@ class CheckContext:
     size_overridden: bool = False       # a command-line override changed the size (rbl/compiler/overrides.py)
     defaults: dict = field(default_factory=dict)        # id(ParamDef) -> its Param at the default
     setting_spans: dict = field(default_factory=dict)   # setting key -> the span of the statement setting it
+    objective: Objective | None = None                   # `objective = ...` (checks/objective.py)

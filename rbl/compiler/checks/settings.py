@@ -14,6 +14,7 @@ from ..urlpath import target_problem
 from ..workload import LOAD_KINDS, LOAD_SETTINGS
 from .context import CheckContext
 from .load import check_load
+from .objective import is_objective_key
 from .values import evaluate_axis, evaluate_single, report_set_twice
 
 
@@ -104,6 +105,8 @@ def check_settings(ctx: CheckContext) -> None:
         if not isinstance(item, (ast.Bind, ast.Axis)):
             continue
         key = item.key.dotted
+        if is_objective_key(key):
+            continue                      # the objective's own pass (checks/objective.py)
         definition = SPACE_SETTINGS.get(key)
         if definition is None:
             _unknown(ctx, item)
