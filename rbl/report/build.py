@@ -23,9 +23,11 @@ from ..store.hops import HOPS
 from ..store.requests import REQUESTS
 from .design_notes import design_notes, spin_dependent
 from .findings_view import print_findings
+from .recommendation import objective_metrics
+from .recommendation_view import print_recommendations
 from .run_facts import hosts
 from .keyed_table import NumberColumn, print_keyed_table
-from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, load_cells, write_tables
+from .cells import DEFAULT_METRICS, METRIC_TITLES, cells_as_records, estimate_metrics, load_cells, write_tables
 from ..plan_records import ClientKind, client_kind, is_open_loop
 
 KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONSE_CLASS_COLUMNS, *SIDECAR_COLUMNS,
@@ -59,6 +61,9 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
                                include_warmup=include_warmup, method=method)
     if not any(cell.rounds for cell in cells):
         raise UsageError(f"{run_dir} has no results yet", hint=f"finish it with `rbl run --resume {run_dir}`")
+    # the recommendation's metrics (the objective and its bounds) are estimated too, and get a noise floor
+    scored = [*metrics, *(m for m in objective_metrics(header) if m not in metrics)]
+    estimate_metrics(cells, scored[len(metrics):], resamples, seed)
     # files are written to a staging directory, then moved in: no link planted in the run directory is followed
     output = OutputDirectory(out_dir or run_dir / "report", named_by_user=out_dir is not None)
     out_dir = output.staging
@@ -84,11 +89,14 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         section_figures += controller_figures
         files += controller_files
         manifest = _manifest(run_dir / "manifest.json", console)
-        noise, noise_files, check = noise_section(header, manifest, cells, metrics, method, resamples, seed, out_dir)
+        noise, noise_files, check = noise_section(header, manifest, cells, scored, method, resamples, seed, out_dir)
         files += noise_files
         # the findings (what did best, by how much, above the noise?) from the cells and the check above
         findings, findings_file = findings_section(header, cells, metrics, check, method, resamples, seed, out_dir)
         files.append(findings_file)
+        recommendations, recommendations_file = recommendation_section(header, cells, check, method, resamples, seed,
+                                                                       out_dir)
+        files.append(recommendations_file)
         drawn = drawing.results()
     finally:
         drawing.close()
@@ -105,10 +113,12 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
                        failed_rounds=failed or "none",
                        design_notes=(notes := design_notes(header, manifest, cells, metrics, include_warmup)),
                        spin_dependent=spin_dependent(metrics, cells), noise=noise, findings=findings,
+                       recommendations=recommendations,
                        hosts=hosts(manifest))
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
     files = output.commit(files + [html_path])
+    print_recommendations(recommendations, console)
     print_findings(findings, console, explain)
     print_noise_verdict(noise, console, explain, run_dir)
     print_table(records, metrics, console, unmeasured(cells, metrics))
@@ -171,6 +181,39 @@ def findings_section(header: dict, cells: list, metrics: list[str], check, metho
     shown["rounds_html"] = html(shown["rounds_line"])
     path = out_dir / "findings.json"
     path.write_text(json.dumps([record(f, labeller, sentence(f, labeller)) for f in found], indent=1) + "\n",
+                    encoding="utf-8")
+    return shown, path
+
+
+def recommendation_section(header: dict, cells: list, check, method: str, resamples: int, seed: int,
+                           out_dir: Path) -> tuple[dict, Path]:
+    """Which configuration to deploy per condition (rbl/report/recommendation.py), in words, and
+    recommendations.json (each with its numbers and sentence)."""
+    from .recommendation import objective_of, recommend
+    from .recommendation_view import view
+    from .labels import Labeller
+    objective = objective_of(header)
+    found = recommend(header, cells, check, method, resamples, seed)
+    labeller = Labeller(header)
+    shown = view(found, labeller, objective)
+    records = []
+    for rec, item in zip(found, shown["items"]):
+        finding = rec.finding
+        records.append({"status": rec.status, "fault": rec.group.fault, "users": rec.group.users,
+                        **({"load": rec.group.load} if rec.group.load is not None else {}),
+                        **({"target": rec.group.target} if rec.group.target is not None else {}),
+                        "deploy": labeller.label(rec.leader.scenario) if rec.leader else None,
+                        "deployScenarioId": rec.leader.scenario["id"] if rec.leader else None,
+                        "runnerUp": labeller.label(finding.worst.scenario) if finding else None,
+                        "median": rec.leader.estimates[objective["metric"]].median if rec.leader else None,
+                        "runnerUpMedian": finding.result.b.median if finding else None,
+                        "ci95Low": finding.result.low if finding else None,
+                        "ci95High": finding.result.high if finding else None,
+                        "floor": finding.floor if finding else None, "moreRounds": rec.more_rounds,
+                        "excluded": [{"configuration": labeller.label(c.scenario), "why": why} for c, why in rec.excluded],
+                        "text": item["text"]})
+    path = out_dir / "recommendations.json"
+    path.write_text(json.dumps({"objective": objective, "recommendations": records}, indent=1) + "\n",
                     encoding="utf-8")
     return shown, path
 

@@ -114,12 +114,18 @@ def load_cells(run_dir: Path, metrics: list[str], resamples: int = 2000, seed: i
                 and failure["round"] not in cell.failed_rounds:          # failed in two sessions: once
             cell.failed_rounds.append(failure["round"])
     for cell in cells.values():
+        cell.method = method
+    estimate_metrics(list(cells.values()), metrics, resamples, seed)
+    return header, list(cells.values())
+
+
+def estimate_metrics(cells: list[Cell], metrics: list[str], resamples: int = 2000, seed: int = 0) -> None:
+    """Each cell's estimate of each metric, with the cell's interval method."""
+    for cell in cells:
         for metric in metrics:
             groups = [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]
-            cell.estimates[metric] = rounds_t_estimate(groups) if cell.interval_method(method) == "rounds-t" \
+            cell.estimates[metric] = rounds_t_estimate(groups) if cell.interval_method() == "rounds-t" \
                 else estimate(groups, resamples, seed)
-        cell.method = method
-    return header, list(cells.values())
 
 
 def axes_by_client(header: dict) -> dict[str, list[str]]:

@@ -1,0 +1,78 @@
+"""The recommendation in words: one sentence per condition for the terminal, report.html and
+recommendations.json, the answer first (rbl/report/recommendation.py decides it)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from ..metric_directions import objective_text
+from .findings_view import _comparison, _escaped, _interval, _medians, _percent, fault_phrase, html, times
+from .labels import Labeller, plural
+from .recommendation import Recommendation
+
+
+def headline(objective: dict) -> str:
+    how = ("the default for this kind of run; set `objective` in the spec to ask another question"
+           if objective.get("default") else "the spec's objective")
+    return f"Which configuration to deploy, for {objective_text(objective)} ({how})"
+
+
+def sentence(rec: Recommendation, labeller: Labeller) -> str:
+    group = rec.group
+    where = fault_phrase(group.fault, group.users, {**({"load": group.load} if group.load is not None else {}),
+                                                    **({"target": group.target} if group.target is not None else {})})
+    status = rec.status
+    if status == "none eligible":
+        reasons = "; ".join(f"`{labeller.label(cell.scenario)}` {why}" for cell, why in rec.excluded[:3])
+        more = f" (and {len(rec.excluded) - 3} more)" if len(rec.excluded) > 3 else ""
+        return f"{where}, no configuration is eligible: {reasons}{more}."
+    leader = f"`{labeller.label(rec.leader.scenario)}`"
+    outside = (f" ({plural(len(rec.excluded), 'other configuration')} not eligible: "
+               + "; ".join(f"`{labeller.label(c.scenario)}` {why}" for c, why in rec.excluded[:2])
+               + (" ..." if len(rec.excluded) > 2 else "") + ")") if rec.excluded else ""
+    if status == "only eligible":
+        return f"{where}, deploy {leader}: the only eligible configuration{outside}."
+    finding = rec.finding
+    runner_up = f"`{labeller.label(finding.worst.scenario)}`"
+    ratio = finding.ratio
+    if ratio is None:
+        comparison = f"it differs from the runner-up {runner_up} by {abs(finding.result.difference):.3g}"
+    else:
+        comparison = f"it {_comparison(finding.metric, times(ratio))[0]} the runner-up {runner_up}"
+    evidence = f"{comparison}{_interval(finding)} ({_medians(finding)})"
+    if status == "deploy":
+        return f"{where}, deploy {leader}: {evidence}, above the noise floor of {_percent(finding.floor)}{outside}."
+    if status == "deploy unchecked":
+        return (f"{where}, deploy {leader}: {evidence}; its interval excludes no difference, but this run "
+                f"measured no noise floor to check it against{outside}.")
+    rounds = min(len(finding.best.rounds), len(finding.worst.rounds))
+    if finding.result.a.median == finding.result.b.median:
+        return (f"{where}, cannot tell: {leader} and the runner-up {runner_up} tie ({_medians(finding)}); to choose "
+                f"between them, bound another metric (`objective.METRIC = ...`) or optimise it{outside}.")
+    lead = f"{where}, cannot tell yet: {leader} leads, {evidence}"
+    if finding.reason in ("alike", "identical"):
+        return f"{lead}; the two cannot differ in behaviour here, so either will do{outside}."
+    if rec.more_rounds is None:
+        floor = f"the noise floor of {_percent(finding.floor)}" if finding.floor is not None else "the noise"
+        return f"{lead}; the difference is within {floor}, and more rounds would not separate them{outside}."
+    if finding.reason == "no interval":
+        return (f"{lead}; {plural(rounds, 'round')} per cell give{'s' if rounds == 1 else ''} no interval: run "
+                f"{rec.more_rounds} or more (`--rounds {rec.more_rounds}`){outside}.")
+    return (f"{lead}; about {rec.more_rounds} rounds per cell (this run has {rounds}) would likely tell "
+            f"(`--rounds {rec.more_rounds}`){outside}.")
+
+
+def view(recommendations: list[Recommendation], labeller: Labeller, objective: dict) -> dict:
+    """What report.html and the terminal say, and recommendations.json's sentences."""
+    items = [{"status": rec.status, "text": sentence(rec, labeller)} for rec in recommendations]
+    for item in items:
+        item["html"] = html(item["text"])
+    return {"headline": headline(objective), "items": items}
+
+
+def print_recommendations(shown: dict, console: Console) -> None:
+    if not shown["items"]:
+        return
+    console.print("[bold]" + _escaped(shown["headline"]) + "[/bold]:", highlight=False)
+    for item in shown["items"]:
+        console.print(f"  - {_escaped(item['text'])}", highlight=False)
