@@ -48,16 +48,19 @@ def objectives_for(open_loop: bool) -> dict[str, str]:
     return OPEN_LOOP_OBJECTIVES if open_loop else CLOSED_LOOP_OBJECTIVES
 
 
-def bound_text(bound: dict) -> str:
-    """`successP99Ms at most 500 ms`, `carriedThroughput at least 90%`."""
+def bound_text(bound: dict, titles: dict | None = None) -> str:
+    """`successP99Ms at most 500 ms`, `carriedThroughput at least 90%` (with `titles`, each metric's
+    human label in its name's place)."""
     unit = OPEN_LOOP_OBJECTIVES.get(bound["metric"]) or CLOSED_LOOP_OBJECTIVES.get(bound["metric"], "number")
     limit = bound["limit"]
     value = f"{limit:g} ms" if unit == "ms" else f"{limit * 100:g}%" if unit == "share" else f"{limit:g}"
-    return f"{bound['metric']} {'at least' if bound['op'] == '>=' else 'at most'} {value}"
+    name = (titles or {}).get(bound["metric"], bound["metric"])
+    return f"{name} {'at least' if bound['op'] == '>=' else 'at most'} {value}"
 
 
-def objective_text(record: dict) -> str:
+def objective_text(record: dict, titles: dict | None = None) -> str:
     """`the most carriedThroughput, with successP99Ms at most 500 ms` (a plan's `objective` record)."""
-    goal = f"the {'most' if record['direction'] == 'higher' else 'least'} {record['metric']}"
-    bounds = [bound_text(b) for b in record.get("bounds", [])]
+    name = (titles or {}).get(record["metric"], record["metric"])
+    goal = f"the {'most' if record['direction'] == 'higher' else 'least'} {name}"
+    bounds = [bound_text(b, titles) for b in record.get("bounds", [])]
     return goal + (f", with {' and '.join(bounds)}" if bounds else "")

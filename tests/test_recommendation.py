@@ -181,7 +181,7 @@ def test_the_report_says_what_to_deploy_first(tmp_path: Path):
     assert done.returncode == 0, done.stdout + done.stderr
     shown = run_rbl("report", "run", cwd=tmp_path, timeout=300)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.startswith("Which configuration to deploy, for the least totalExecutionTime"), shown.stdout
+    assert shown.stdout.startswith("Which configuration to deploy, for the least total execution time (ms)"), shown.stdout
     saved = json.loads((tmp_path / "run" / "report" / "recommendations.json").read_text())
     assert saved["objective"]["metric"] == "totalExecutionTime"
     assert sorted(r["fault"]["rate"] for r in saved["recommendations"]) == [0, 50]

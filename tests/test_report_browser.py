@@ -1,5 +1,5 @@
 """report.html in a real browser (headless Chromium, driven over the DevTools protocol on a pipe):
-at 1280x800 the first screen shows the A/A verdict and the findings, nothing scrolls sideways,
+at 1280x800 the first screen shows which configuration to deploy, the A/A verdict and the findings, nothing scrolls sideways,
 every image loads, and the A/A pairs' table is collapsed; for a run with a finding by construction,
 the same spec in one round, and the quickstart."""
 
@@ -159,6 +159,9 @@ FIRST_SCREEN = """(() => {
     pairsOpen: document.getElementById('aa-pairs') ? document.getElementById('aa-pairs').open : null,
     order: ['noise-verdict', 'findings', 'cells', 'noise-floor'].map(id =>
       document.getElementById(id).getBoundingClientRect().top + window.scrollY),
+    answer: box(document.querySelector('#recommendation h2')),
+    firstAnswer: box(document.querySelector('#recommendation li')),
+    firstAnswerText: document.querySelector('#recommendation li').innerText,
     firstFigure: document.querySelector('#findings ~ img') ?
       document.querySelector('#findings ~ img').getBoundingClientRect().top + window.scrollY : null,
   };
@@ -172,10 +175,13 @@ def test_the_first_screen_shows_the_verdict_and_the_findings(browser, reports, n
     assert page["innerHeight"] == HEIGHT
     # nothing wider than the window: no horizontal scroll bar (a vertical one may take some width)
     assert page["scrollWidth"] <= page["clientWidth"] <= WIDTH, page
-    # the verdict and the findings' heading and headline lie wholly within the first screen
-    for box in ("verdict", "findingsHeading", "findingsHeadline"):
+    # the answer (which configuration to deploy), the verdict and the findings' heading and headline
+    # lie wholly within the first screen
+    for box in ("answer", "firstAnswer", "verdict", "findingsHeading", "findingsHeadline"):
         top, bottom, left, right = page[box]
         assert 0 <= top < bottom <= HEIGHT and 0 <= left < right <= WIDTH, (box, page[box])
+    answers = json.loads((reports[name] / "recommendations.json").read_text())["recommendations"]
+    assert page["firstAnswerText"] == answers[0]["text"].replace("`", "")
     noise = json.loads((reports[name] / "noise.json").read_text())
     assert page["verdictText"].startswith(noise["summary"]["line"])
     findings = json.loads((reports[name] / "findings.json").read_text())

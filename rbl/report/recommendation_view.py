@@ -7,14 +7,14 @@ from rich.console import Console
 
 from ..metric_directions import objective_text
 from .findings_view import _comparison, _escaped, _interval, _medians, _percent, fault_phrase, html, times
-from .labels import Labeller, plural
+from .labels import METRIC_TITLES, Labeller, plural
 from .recommendation import Recommendation
 
 
 def headline(objective: dict) -> str:
     how = ("the default for this kind of run; set `objective` in the spec to ask another question"
            if objective.get("default") else "the spec's objective")
-    return f"Which configuration to deploy, for {objective_text(objective)} ({how})"
+    return f"Which configuration to deploy, for {objective_text(objective, METRIC_TITLES)} ({how})"
 
 
 def sentence(rec: Recommendation, labeller: Labeller) -> str:
