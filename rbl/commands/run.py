@@ -12,6 +12,9 @@ from .cluster import (CpuOpt, MemoryOpt, NamespaceOpt, ParallelismOpt, PullPolic
                       RunnerImageOpt, SharedNodesOpt, ShardsOpt)
 from .options import RoundsOpt, SetOpt, UsersOpt, choices
 from .spec_input import compile_spec, spec_overrides
+from ..errors import UsageError
+
+DEFAULT_MAX_ROUNDS = 20       # --until-resolved's bound on rounds per scenario
 
 
 def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
@@ -54,6 +57,13 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                                   "client's binary (gobreaker=BIN), or any program that "
                                                   "speaks rbl client protocol v1 (polly=PROGRAM)."),
         report: bool = typer.Option(False, "--report", help="Build the report (`rbl report`) when the run ends."),
+        until_resolved: bool = typer.Option(False, "--until-resolved",
+                                            help="After every scenario's first rounds (--rounds, at least 3), run "
+                                                 "one more round at a time of the cells whose answer (which "
+                                                 "configuration to deploy) is not resolved yet, until it is or "
+                                                 "--max-rounds is reached."),
+        max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, metavar="N",
+                                                 help="--until-resolved: the most rounds per scenario [default: 20]."),
         order: Optional[str] = typer.Option(None, "--order",
                                             autocompletion=choices("sequential", "randomized", "blocked"),
                                             help="sequential (Algorithm 1), randomized or blocked "
@@ -91,8 +101,11 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                             (parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
                              runner_clients), kubeconfig, context, dry_run)
     backend = chosen.build()          # a bad --proxy/--seed pair or --network, before the other flags' rules
+    if max_rounds is not None and not until_resolved:
+        raise UsageError("--max-rounds bounds --until-resolved", hint="add --until-resolved, or give --rounds")
     options = run_options(spec, output, resume, shard, dry_run, report, spec_overrides(rounds, users, sets), chosen,
-                          RunSettings(round_timeout, order, order_seed, allow_violations))
+                          RunSettings(round_timeout, order, order_seed, allow_violations,
+                                      until_resolved=(max_rounds or DEFAULT_MAX_ROUNDS) if until_resolved else None))
     raise typer.Exit(execute(options, backend, Console(stderr=True, highlight=False, soft_wrap=True)))
 
 
@@ -111,6 +124,9 @@ def execute(options, backend, console) -> int:
         return maybe_report(options.resume, console, code, options.report)
     header, lines = _plan_of(options)
     options.backend.check_plan(header)
+    if options.settings.until_resolved is not None:
+        from ..runner.until_resolved import until_resolved_header
+        header = until_resolved_header(header, options.settings.until_resolved)
     if options.dry_run:
         from ..runner.dry_run import dry_run
         return dry_run(header, lines, backend, console)

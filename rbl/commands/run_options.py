@@ -47,6 +47,13 @@ def run_options(spec: Path | None, output: Path | None, resume: Path | None, sha
     if resume is None and overrides and not options.compiles_a_spec:
         raise UsageError("--rounds, --users and --set apply to a spec (.rbl), not to a compiled plan",
                          hint="compile the spec with them: rbl compile SPEC --rounds 1 -o DIR")
+    if settings.until_resolved is not None:
+        if resume is not None:
+            raise UsageError("--until-resolved applies to a new run; a resumed run keeps its own plan (a run "
+                             "started with it goes on until resolved when resumed)")
+        if shard is not None or backend.runs_elsewhere:
+            raise UsageError("--until-resolved decides each next round from every scenario's rows so far; a shard "
+                             "has only some of them", hint="run it without --shard, on the local or docker backend")
     if shard is not None:
         if backend.runs_elsewhere:
             raise UsageError("--shard runs one shard here; --backend kubernetes runs --shards N of them")

@@ -120,12 +120,27 @@ def _leader_against_runner_up(leader: Cell, runner_up: Cell, metric: str, check:
     series = lambda cell: [[row.get(metric) for row in rows] for _, rows in sorted(cell.rounds.items())]  # noqa: E731
     result = compare(series(leader), series(runner_up), chosen, resamples, seed)
     floor = check.metrics[metric].floor if metric in check.metrics else None
-    alike_sets = [set(group.scenario_ids) for group in check.grouping.groups]
-    alike = any({leader.scenario["id"], runner_up.scenario["id"]} <= s for s in alike_sets)
+    alike = _connected(check, leader.scenario["id"], runner_up.scenario["id"])
     identical = (leader.library, leader.pattern, json.dumps(leader.scenario.get("config", {}), sort_keys=True)) == \
         (runner_up.library, runner_up.pattern, json.dumps(runner_up.scenario.get("config", {}), sort_keys=True))
     return Finding(metric, group_of(leader), leader, runner_up, eligible, members - eligible, result, chosen, floor,
                    alike, identical)
+
+
+def _connected(check: NoiseCheck, one: str, other: str) -> bool:
+    """Whether two cells behave alike through the A/A groups: in one, or linked by cells two groups
+    share (each library's configurations are alike with the baseline without faults, so two
+    libraries' are alike through it)."""
+    reached, frontier = {one}, [one]
+    groups = [set(group.scenario_ids) for group in check.grouping.groups]
+    while frontier:
+        current = frontier.pop()
+        for group in groups:
+            if current in group:
+                for member in group - reached:
+                    reached.add(member)
+                    frontier.append(member)
+    return other in reached
 
 
 def rounds_to_resolve(finding: Finding) -> int | None:
@@ -134,7 +149,7 @@ def rounds_to_resolve(finding: Finding) -> int | None:
     measured here), so from their sizes now against the difference measured now, with a factor of 2
     for power (about 80% of runs resolve it, if the difference is what this run measured). 3 with
     too few rounds for any interval; None when more rounds would not tell them apart (the two cannot
-    differ, or they measured the same) or it would take more than MAX_ROUNDS_SAID."""
+    differ, or they measured the same)."""
     rounds = min(len(finding.best.rounds), len(finding.worst.rounds))
     if finding.status in (EFFECT, UNCHECKED):
         return 0
@@ -148,5 +163,54 @@ def rounds_to_resolve(finding: Finding) -> int | None:
     shrink = ((result.high - result.low) / 2 / abs(result.difference)) ** 2
     if finding.floor is not None:
         shrink = max(shrink, (finding.floor / relative) ** 2)
-    needed = math.ceil(rounds * shrink * POWER)
-    return max(needed, rounds + 1) if needed <= MAX_ROUNDS_SAID else None
+    return max(math.ceil(rounds * shrink * POWER), rounds + 1)      # the view says "more than 100" past it
+
+
+@dataclass(frozen=True)
+class NextRounds:
+    """What running until resolved does next: one more round for each of `cells`, or stop (no cells)
+    for `reason`: resolved, cannot be resolved by more rounds, or the most rounds allowed."""
+    cells: list[Cell]
+    reason: str
+
+
+def next_rounds(recommendations: list[Recommendation], cells: list[Cell], check: NoiseCheck,
+                max_rounds: int) -> NextRounds:
+    """The stopping rule: a condition whose answer is "cannot tell yet" and that more rounds would
+    likely tell gets one more round for its leader and for every eligible cell whose interval on the
+    objective still overlaps the leader's; where the noise floor is what holds it back, the cells
+    that measure the floor (the A/A groups) get one too. Conditions that are resolved (or that more
+    rounds cannot resolve) get none. Stops when no cell needs one, or every one that does has
+    `max_rounds`."""
+    wanted, capped = [], False
+
+    def extend(cell: Cell) -> None:
+        nonlocal capped
+        if len(cell.rounds) >= max_rounds:
+            capped = True
+        elif cell not in wanted:
+            wanted.append(cell)
+    by_id = {cell.scenario["id"]: cell for cell in cells}
+    for rec in recommendations:
+        if rec.status != "cannot tell" or rec.more_rounds is None:
+            continue
+        metric = rec.objective["metric"]
+        lead = rec.leader.estimates[metric]
+        for cell in rec.ranked:
+            estimate = cell.estimates[metric]
+            if cell is rec.leader or cell is rec.finding.worst or lead.low is None or estimate.low is None \
+                    or (estimate.low <= lead.high and lead.low <= estimate.high):
+                extend(cell)
+        floor = rec.finding.floor
+        if floor is not None and (rec.finding.relative or 0) <= floor:
+            for group in check.grouping.groups:
+                for scenario_id in group.scenario_ids:
+                    if scenario_id in by_id and not by_id[scenario_id].failed_rounds:
+                        extend(by_id[scenario_id])
+    if wanted:
+        return NextRounds(wanted, "")
+    if capped:
+        return NextRounds([], f"the most rounds allowed ({max_rounds}) were run")
+    hopeless = sum(rec.status == "cannot tell" for rec in recommendations)
+    return NextRounds([], "resolved" + (f" ({hopeless} condition{'s' if hopeless != 1 else ''} whose configurations "
+                                        "more rounds would not tell apart)" if hopeless else ""))

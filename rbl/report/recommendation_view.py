@@ -8,7 +8,7 @@ from rich.console import Console
 from ..metric_directions import objective_text
 from .findings_view import _comparison, _escaped, _interval, _medians, _percent, fault_phrase, html, times
 from .labels import METRIC_TITLES, Labeller, plural
-from .recommendation import Recommendation
+from .recommendation import MAX_ROUNDS_SAID, Recommendation
 
 
 def headline(objective: dict) -> str:
@@ -51,10 +51,14 @@ def sentence(rec: Recommendation, labeller: Labeller) -> str:
                 f"between them, bound another metric (`objective.METRIC = ...`) or optimise it{outside}.")
     lead = f"{where}, cannot tell yet: {leader} leads, {evidence}"
     if finding.reason in ("alike", "identical"):
-        return f"{lead}; the two cannot differ in behaviour here, so either will do{outside}."
+        why = "the same setup measured twice" if finding.reason == "identical" else \
+            "configurations that cannot differ in behaviour here"
+        return f"{where}, any will do: {why}, so {leader} leading ({evidence}) is noise{outside}."
     if rec.more_rounds is None:
-        floor = f"the noise floor of {_percent(finding.floor)}" if finding.floor is not None else "the noise"
-        return f"{lead}; the difference is within {floor}, and more rounds would not separate them{outside}."
+        return f"{lead}; more rounds would not separate them{outside}."
+    if rec.more_rounds > MAX_ROUNDS_SAID:
+        return (f"{lead}; it would take more than {MAX_ROUNDS_SAID} rounds per cell to tell them apart: under this "
+                f"objective they are about equal{outside}.")
     if finding.reason == "no interval":
         return (f"{lead}; {plural(rounds, 'round')} per cell give{'s' if rounds == 1 else ''} no interval: run "
                 f"{rec.more_rounds} or more (`--rounds {rec.more_rounds}`){outside}.")

@@ -49,6 +49,8 @@ class RunOutcome:
     failures: list[dict] = field(default_factory=list)
     timings: list[RoundTiming] = field(default_factory=list)
     violations: dict[str, int] = field(default_factory=dict)     # oracle -> rows of this session breaking it
+    stopped: str = ""                    # a plan run until resolved: why it stopped (until_resolved.py)
+    more_rounds: int = 0                 # ... and the rounds it added after the first ones
 
 
 class Executor:
@@ -89,9 +91,27 @@ class Executor:
                 self.progress.round_started(scenario, round_number)
                 self._attempt(scenario, round_number, outcome)
                 self.progress.advance(scenario, round_number)
+            if "until_resolved" in self.header:
+                self._until_resolved(outcome)
         finally:
             self.pool.shutdown(wait=False, cancel_futures=True)
         return outcome
+
+    def _until_resolved(self, outcome: RunOutcome) -> None:
+        """More rounds where the answer still needs them, one look after each batch."""
+        from .until_resolved import step
+        while True:
+            decided = step(self.run, self.header)
+            if not decided.runs:
+                outcome.stopped = decided.reason
+                self.progress.note(f"until resolved: stopped, {decided.reason}")
+                return
+            self.progress.extend(len(decided.runs))
+            for scenario, round_number in decided.runs:
+                self.progress.round_started(scenario, round_number)
+                self._attempt(scenario, round_number, outcome)
+                self.progress.advance(scenario, round_number)
+                outcome.more_rounds += 1
 
     def run_round(self, scenario: dict, round_number: int) -> tuple[list[dict], RoundTiming, dict | None]:
         kind = round_kind(scenario)

@@ -92,6 +92,14 @@ class RunProgress:
             return elapsed / self._model_done * max(0.0, self._model_total - self._model_done)
         return elapsed / self.done * (self.total - self.done) if self.done else 0.0
 
+    def extend(self, rounds: int) -> None:
+        """More rounds than planned (a run until resolved adds them as it goes): the total grows, and
+        the ETA is the elapsed time per round so far times the rounds left."""
+        self.total += rounds
+        self._model_total = None
+        if self._bar is not None:
+            self._bar.update(self._task, total=self.total)
+
     def note(self, message: str) -> None:
         self.console.print(message, highlight=False, markup=False)
 

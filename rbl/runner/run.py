@@ -62,6 +62,7 @@ class RunSettings:
     allow_violations: bool = False        # exit 0 even when a client broke an oracle
     shard: Shard | None = None            # --shard I/N: this run's part of the plan (a new run only)
     observers: tuple = ()                 # ticked during every round (round.py's Observer)
+    until_resolved: int | None = None     # --until-resolved: the most rounds per scenario (until_resolved.py)
 
 
 def start_run(header: dict, scenario_lines: Iterable[str], out: Path, backend: Backend, console: Console,
@@ -97,6 +98,9 @@ def resume_run(out: Path, backend: Backend, console: Console, settings: RunSetti
         shards.apply(run, header, shards.recorded_shard(run.read_manifest()), rounds_per_scenario(header))
         left = sum(1 for scenario, number in ordered_runs(run_order, run.scenarios, rounds_per_scenario(header))
                    if (scenario["id"], number) not in run.completed)
+        if not left and "until_resolved" in header:   # its first rounds are done: does the answer need more?
+            from .until_resolved import step
+            left = len(step(run, header).runs)
         if not left:                               # nothing to run: build and start nothing for it
             console.print(f"nothing to resume: every round of {out} is done "
                           f"(`rbl report {out}` reports it)", highlight=False, markup=False)
@@ -241,6 +245,8 @@ def _finish(run: RunDirectory, manifest: dict, session: dict, status: str, outco
             reason: str | None = None) -> None:
     session.update(status=status, ended_at=_now(), rounds_run=outcome.rounds_run,
                    rounds_failed=len(outcome.failures))
+    if outcome.stopped:                    # run until resolved: the rounds it added, and why it stopped
+        session["untilResolved"] = {"moreRounds": outcome.more_rounds, "stopped": outcome.stopped}
     if reason:
         session["reason"] = reason
     manifest["status"] = status

@@ -165,6 +165,10 @@ def _check_header(header: dict) -> None:
     size = targets * faults * users * loads * sum(c["configurations"] for c in clients)
     if header["size"] != size:
         raise PlanProblem(f"size: {header['size']}, but |T| x |F| x |U| x |L| x sum |CONF_i| = {size}")
+    adaptive = header.get("until_resolved")
+    if adaptive is not None and adaptive["rounds"] > header["rounds"]:
+        raise PlanProblem(f"until_resolved.rounds: {adaptive['rounds']} first rounds, more than the plan's "
+                          f"{header['rounds']} at most")
     if header["runs"] != size * header["rounds"]:
         raise PlanProblem(f"runs: {header['runs']}, but size x rounds = {size * header['rounds']}")
     services: dict[str, str] = {}

@@ -77,8 +77,11 @@ def recorded_order(record: object) -> RunOrder | None:
 
 
 def rounds_per_scenario(header: dict) -> int:
-    """Warm-up rounds plus measured rounds: how many rounds each scenario runs."""
-    return header["rounds"] + header.get("warmup", 0)
+    """Warm-up rounds plus measured rounds: how many rounds each scenario runs for sure. A plan run
+    until its answer is resolved (`until_resolved`) runs its first rounds here, and more only where
+    the answer needs them (rbl/runner/until_resolved.py), up to its `rounds`."""
+    adaptive = header.get("until_resolved")
+    return (adaptive["rounds"] if isinstance(adaptive, dict) else header["rounds"]) + header.get("warmup", 0)
 
 
 def check_order_fits(order: RunOrder, header: dict) -> None:
