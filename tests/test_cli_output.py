@@ -294,11 +294,15 @@ def test_the_report_of_that_run_reads_at_80_columns(small_run):
     assert done.returncode == 0, done.stderr
     assert ELLIPSIS not in done.stdout and max(len(line) for line in done.stdout.splitlines()) <= 80
     assert re.search(r"^\s+[A-Z]\s+tenacity\.retry multiplier=10ms$", done.stdout, re.M)
-    # the findings first (one round resolves nothing, and says what more rounds add), then the A/A check
+    # what to deploy first (one round tells nothing yet, and says how many would), the findings (one
+    # round resolves nothing, and says what more rounds add), then the A/A check
     flat = " ".join(done.stdout.split())
-    assert done.stdout.startswith("Findings: With one round per cell, none of the 8 comparisons can be resolved.")
+    assert flat.startswith("Which configuration to deploy, for the least total execution time (ms)")
+    assert "cannot tell yet" in flat and "run 3 or more (`--rounds 3`)" in flat
+    assert "Findings: With one round per cell, none of the 8 comparisons can be resolved." in flat
     assert "Run it again with `--rounds 3` or more" in flat
-    assert flat.index("Findings:") < flat.index("A/A check: ") < flat.index("median [95% CI] per cell")
+    assert flat.index("Which configuration") < flat.index("Findings:") < flat.index("A/A check: ") \
+        < flat.index("median [95% CI] per cell")
     html = (work / "run" / "report" / "report.html").read_text()
     assert "<code>--rounds 1</code>, <code>--users 2</code>, <code>--set successes=3</code>" in html
     cells = json.loads((work / "run" / "report" / "cells.json").read_text())
