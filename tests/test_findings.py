@@ -95,7 +95,8 @@ def test_the_retry_that_waits_longer_loses_above_the_noise_floor(run, report):
     assert found["text"].endswith(f"; above the noise floor of {found['floor'] * 100:.3g}%.")
     # the same sentence in report.html, with the labels as code, in the findings' list of effects
     html = (run / "report" / "report.html").read_text()
-    effects = html[html.index('<section id="findings">'):html.index("</section>")]
+    start = html.index('<section id="findings">')
+    effects = html[start:html.index("</section>", start)]
     assert f"<code>{FAST}</code> finished {times(found['ratio'])} faster than <code>wait_fixed=100ms</code>" in effects
     assert effects.index("<li>") < effects.index("unresolved")
 
@@ -187,7 +188,12 @@ def test_the_same_measurements_twice_are_unresolved_by_the_statistics(run, repor
 
 
 def test_the_terminal_prints_the_findings_first_and_the_check_in_a_few_lines(run, report):
-    lines = report.stdout.splitlines()
+    # the answer (which configuration to deploy) comes first, one line per condition; the findings next
+    answers = json.loads((run / "report" / "recommendations.json").read_text())["recommendations"]
+    head = report.stdout.splitlines()
+    assert head[0].startswith("Which configuration to deploy") and head[1:1 + len(answers)] == \
+        [f"  - {answer['text']}" for answer in answers]
+    lines = head[1 + len(answers):]
     findings = findings_of(run / "report")
     # the slow retry's, and maybe its success time; by metric in the report's order, as printed
     effects = sorted((f for f in findings if f["status"] == EFFECT),
@@ -235,7 +241,8 @@ def test_a_one_round_run_says_what_more_rounds_would_add(tmp_path):
     assert done.returncode == 0, done.stderr
     done = rbl("report", "run", cwd=tmp_path, env=WIDE)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("Findings: With one round per cell, none of the 8 comparisons can be resolved.")
+    assert done.stdout.startswith("Which configuration to deploy")        # the answer first: not yet
+    assert "\nFindings: With one round per cell, none of the 8 comparisons can be resolved." in done.stdout
     assert "Run it again with `--rounds 3` or more" in done.stdout
     assert "A/A check: not measured" in done.stdout and "A/A check: fail" not in done.stdout   # busy or not
     findings = findings_of(tmp_path / "run" / "report")
