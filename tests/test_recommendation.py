@@ -208,7 +208,7 @@ def test_an_objective_rbl_cannot_score_is_a_located_error(setting, message):
 
 def until_resolved(means, seed: int, max_rounds: int = 20, spread: float = 0.15):
     """A run until resolved, simulated: 3 rounds, then one more for each cell the rule names."""
-    from rbl.report.recommendation import next_rounds
+    from rbl.report.stopping_rule import next_rounds
     header, scenarios = plan()
     rng = np.random.default_rng(seed)
     cells = synthetic(header, scenarios, means, 3, rng, spread)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ..report.cells import load_cells
 from ..report.noise import noise_check
-from ..report.recommendation import objective_metrics, next_rounds, recommend
+from ..report.recommendation import objective_metrics, recommend
+from ..report.stopping_rule import next_rounds
 from ..store.results import RunDirectory
 
 RESAMPLES = 1000            # the report's 2000 halves the noise of an interval's ends; a look needs less
