@@ -8,7 +8,9 @@
   the axis that varies (the offered load, else the fault rate, else a client parameter; log-scaled
   where its values are spaced by factors), a line per configuration (per client when a client
   parameter is on x): medians over rounds, min-max bars. With one fault rate, the report draws no
-  other figure of these metrics (rbl/report/build.py).
+  other figure of these metrics (rbl/report/build.py);
+- the trade-off: carried throughput against the p99 of successes, the Pareto front marked
+  (rbl/report/tradeoff_figure.py).
 
 Only rounds the report counts are drawn (not warm-up or failed rounds). A run without a requests
 directory (closed loop) gets none of these."""
@@ -136,7 +138,13 @@ def overload_plans(run_dir: Path, header: dict, cells: list[Cell]) -> list[Calla
     return [*class_figure_plans(*args),
             lambda: ("Successful response time, CDF (measured requests of the counted rounds)", "overload-cdf",
                      cdf_figure(*args)),
-            lambda: metrics_figure(*args)]
+            lambda: metrics_figure(*args),
+            partial(_tradeoff, *args)]
+
+
+def _tradeoff(*args):
+    from .tradeoff_figure import tradeoff_figure      # imported here: it draws with this module's helpers
+    return tradeoff_figure(*args)
 
 
 def _grid(cells: list[Cell], labeller: Labeller, varying: set[str]) -> tuple[list[str], list[str]]:

@@ -62,7 +62,8 @@ OPEN_LOOP_CHAIN_SUMMARY = {"chainRefusedCalls": ("refused in the chain", "{:.0f}
 
 
 def open_loop_rows(run: RunDirectory, summary: dict = OPEN_LOOP_SUMMARY) -> list[tuple[str, list[str]]]:
-    """Per scenario (client and configuration at one fault rate and load), medians over its rounds."""
+    """Per scenario (client and configuration at one fault rate, load and target point), medians over
+    its rounds: (label, [fault %, load, target, *values])."""
     from ..compiler.workload import describe_load      # the compiler's import cost, for open-loop runs only
     labeller = Labeller(run.plan_header())
     cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
@@ -70,19 +71,21 @@ def open_loop_rows(run: RunDirectory, summary: dict = OPEN_LOOP_SUMMARY) -> list
         if row.get("warmup") or "offeredRequests" not in row:
             continue
         load = describe_load(row["load"]) if isinstance(row.get("load"), dict) else "-"
+        target = ""
         if "targetPath" in row:                # a varying target's point tells cells apart too
-            load += f", on {row['targetPath']}" + (f" with {row['targetCpus']:g} CPU"
-                                                   if isinstance(row.get("targetCpus"), (int, float)) else "")
-        cell = cells[(labeller.label({"client": row["client"], "config": row["config"]}), row["faultPercentage"], load)]
+            cpus = row.get("targetCpus")
+            target = row["targetPath"] + (f", {cpus:g} CPU" if isinstance(cpus, (int, float)) else "")
+        label = labeller.label({"client": row["client"], "config": row["config"]})
+        cell = cells[(label, row["faultPercentage"], load, target)]
         for column in summary:
             cell[column].append(row.get(column))
     rows = []
-    for (client, fault, load), cell in cells.items():
+    for (client, fault, load, target), cell in cells.items():
         values = []
         for column, (_, shape) in summary.items():
             present = [v for v in cell[column] if v is not None]
             values.append(shape.format(median(present)) if present else "-")
-        rows.append((client, [f"{fault:g}", load, *values]))
+        rows.append((client, [f"{fault:g}", load, target, *values]))
     return rows
 
 
@@ -92,9 +95,19 @@ def print_summary(run: RunDirectory, console: Console, proxy: str | None = None)
         console.print(f"overrides: {', '.join(overrides)}", highlight=False, markup=False)
     if is_open_loop(run.plan_header()):
         summary = {**OPEN_LOOP_SUMMARY, **(OPEN_LOOP_CHAIN_SUMMARY if "topology" in run.plan_header() else {})}
-        columns = [NumberColumn(name) for name in ["fault %", "load", *(t for t, _ in summary.values())]]
-        title = "open-loop load, median over rounds" + (f" (fault proxy: {proxy})" if proxy else "")
-        print_keyed_table(console, title, "client and configuration", columns, open_loop_rows(run, summary))
+        rows = open_loop_rows(run, summary)
+        # a condition every row shares is said once, in the title, not in a column of its own
+        conditions = ["fault %", "load", "target"]
+        shared = {i: rows[0][1][i] for i in range(len(conditions)) if len(rows) > 1 and
+                  len({row[1][i] for row in rows}) == 1}
+        kept = [i for i in range(len(conditions)) if i not in shared and any(row[1][i] for row in rows)]
+        columns = [NumberColumn(conditions[i], "left" if i else "right") for i in kept] + \
+            [NumberColumn(t) for t, _ in summary.values()]
+        rows = [(label, [values[i] for i in kept] + values[len(conditions):]) for label, values in rows]
+        said = [f"fault {shared[0]}%" if 0 in shared else "", f"load {shared[1]}" if shared.get(1) else ""]
+        title = "open-loop load, median over rounds" + (f" (fault proxy: {proxy})" if proxy else "") + \
+            "".join(f"; {text}" for text in said if text)
+        print_keyed_table(console, title, "client and configuration", columns, rows)
         return
     names = ["fault %", "users", "rounds", METRIC_TITLES["totalExecutionTime"],
              METRIC_TITLES["successTimePerRequest"], "fault % applied"]
