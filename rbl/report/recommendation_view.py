@@ -31,7 +31,9 @@ def sentence(rec: Recommendation, labeller: Labeller) -> str:
                + "; ".join(f"`{labeller.label(c.scenario)}` {why}" for c, why in rec.excluded[:2])
                + (" ..." if len(rec.excluded) > 2 else "") + ")") if rec.excluded else ""
     if status == "only eligible":
-        return f"{where}, deploy {leader}: the only eligible configuration{outside}."
+        rounds = len(rec.leader.rounds)
+        once = f", from {plural(rounds, 'round')}: run 3 or more to see it hold" if rounds < 3 else ""
+        return f"{where}, deploy {leader}: the only eligible configuration{once}{outside}."
     finding = rec.finding
     runner_up = f"`{labeller.label(finding.worst.scenario)}`"
     ratio = finding.ratio
