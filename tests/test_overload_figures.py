@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from rbl.compiler.expand import iter_scenario_lines
@@ -48,8 +49,8 @@ SPEC = """space overload {
 """
 RATE = 20                   # requests per second of the synthetic rounds
 FAST = ("--resamples", "100")
-OVERLOAD_FILES = {f"{stem}.{ext}" for stem in ("overload-classes", "overload-cdf", "overload-metrics")
-                  for ext in ("png", "svg")}
+OVERLOAD_FILES = {f"{stem}.{ext}" for stem in ("overload-classes", "overload-cdf", "overload-metrics",
+                                                "overload-tradeoff") for ext in ("png", "svg")}
 
 
 def round_requests(scenario: dict, round_number: int) -> pa.Table:
@@ -193,12 +194,38 @@ def test_the_figures_draw_the_requests(open_run):
     assert expected[1][1] < expected[0][0]                 # above capacity less is carried
 
 
+def test_the_pareto_front_is_what_nothing_beats_on_both():
+    from rbl.report.tradeoff_figure import pareto_front
+    points = [(1.0, 500.0), (0.7, 100.0), (0.9, 600.0), (0.7, 50.0), (1.0, 500.0)]
+    # (0.9, 600) is beaten by (1.0, 500) on both; (0.7, 100) by (0.7, 50) on p99 at the same throughput;
+    # two equal points do not beat each other
+    assert pareto_front(points) == [3, 0, 4]
+    assert pareto_front([]) == [] and pareto_front([(0.5, 10.0)]) == [0]
+
+
+def test_the_trade_off_figure_marks_the_front_per_load(open_run):
+    from rbl.report.overload_figures import varying_conditions
+    from rbl.report.tradeoff_figure import pareto_front, tradeoff_figure
+    header, cells = load_cells(open_run, ["carriedThroughput"], resamples=50)
+    table = read_requests(open_run, [c.scenario["id"] for c in cells])
+    per_cell = {c.scenario["id"]: table.filter(pc.equal(table.column("scenario"), c.scenario["id"])) for c in cells}
+    _, stem, figure = tradeoff_figure(header, cells, per_cell, Labeller(header), varying_conditions(cells))
+    assert stem == "overload-tradeoff"
+    panels = [ax for ax in figure.axes if ax.collections]
+    assert len(panels) == 2 and all(ax.get_yscale() == "log" for ax in panels)      # one panel per load
+    for ax in panels:
+        points = [tuple(c.get_offsets()[0]) for c in ax.collections]
+        assert len(points) == 3                                                        # one per configuration
+        filled = [i for i, c in enumerate(ax.collections) if len(c.get_facecolors()) and c.get_facecolors()[0][3] > 0]
+        assert sorted(filled) == sorted(pareto_front(points))
+
+
 def test_only_the_counted_rounds_are_drawn(open_run, tmp_path):
     header, cells = load_cells(open_run, ["carriedThroughput"], resamples=50)
     for cell in cells:
         cell.rounds.pop(2)                                 # as if round 2 had failed everywhere
     figures, files = overload_section(open_run, header, cells, tmp_path)
-    assert len(figures) == 3 and {p.name for p in files} == OVERLOAD_FILES
+    assert len(figures) == 4 and {p.name for p in files} == OVERLOAD_FILES
 
 
 @pytest.mark.parametrize("values, log", [([1, 20, 1024], True), ([10, 100], True), ([80, 120], False),
