@@ -265,7 +265,10 @@ class LocalServices:
             budget.remove()
         self.budgets.clear()
         # from a starter thread: a child's parent-death signal follows the thread that forked it
-        self._starters.submit(self._start_targets, self.target_ports).result()
+        try:
+            self._starters.submit(self._start_targets, self.target_ports).result()
+        except ServiceNotReady as error:          # no later round could run on this point: the run stops
+            raise ServicesLost(f"the target did not come back with {target.get('cpus')} CPU: {error}") from error
 
     def _start_proxy(self, target_ports: list[int]) -> None:
         if self.proxy_kind == "envoy":
