@@ -204,12 +204,12 @@ def test_the_pareto_front_is_what_nothing_beats_on_both():
 
 
 def test_the_trade_off_figure_marks_the_front_per_load(open_run):
-    from rbl.report.overload_figures import varying_conditions
-    from rbl.report.tradeoff_figure import pareto_front, tradeoff_figure
+    from rbl.report.overload_figures import _tradeoff, varying_conditions
+    from rbl.report.tradeoff_figure import pareto_front
     header, cells = load_cells(open_run, ["carriedThroughput"], resamples=50)
     table = read_requests(open_run, [c.scenario["id"] for c in cells])
     per_cell = {c.scenario["id"]: table.filter(pc.equal(table.column("scenario"), c.scenario["id"])) for c in cells}
-    _, stem, figure = tradeoff_figure(header, cells, per_cell, Labeller(header), varying_conditions(cells))
+    _, stem, figure = _tradeoff(header, cells, per_cell, Labeller(header), varying_conditions(cells))
     assert stem == "overload-tradeoff"
     panels = [ax for ax in figure.axes if ax.collections]
     assert len(panels) == 2 and all(ax.get_yscale() == "log" for ax in panels)      # one panel per load

@@ -14,6 +14,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")                     # files only; no display needed
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402  (not pyplot: a third of matplotlib's import, and a registry)
 
 from .cells import METRIC_TITLES, Cell  # noqa: E402
@@ -143,3 +144,9 @@ def subplots(rows: int, columns: int, figsize: tuple[float, float], **grid) -> t
     """pyplot.subplots without pyplot: a figure nobody needs to close, and its grid of axes."""
     figure = Figure(figsize=figsize)
     return figure, figure.subplots(rows, columns, **grid)
+
+
+def plain_log_ticks(axis) -> None:
+    """Log-scale ticks as plain numbers (20, 50, 100 ms), not powers of ten."""
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))

@@ -32,7 +32,8 @@ from ..plan_records import LOAD_KEY
 from ..store.open_metrics import class_time_series, open_loop_metrics, success_cdf
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
-from .figures import PALETTE, MARKERS, subplots, write_figure
+from .figures import PALETTE, MARKERS, plain_log_ticks, subplots, write_figure
+from .tradeoff_figure import tradeoff_figure
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
 
 CLASS_COLOURS = {"success": "#228833", "failed": "#EE6677", "circuit_broken": "#AA3377", "timed_out": "#CCBB44",
@@ -40,6 +41,7 @@ CLASS_COLOURS = {"success": "#228833", "failed": "#EE6677", "circuit_broken": "#
 CLASS_NAMES = {"success": "success", "failed": "failed", "circuit_broken": "circuit broken", "timed_out": "timed out",
                "rejected": "rejected"}
 FIGURE_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")
+TRADEOFF = ("carriedThroughput", "successP99Ms")      # the trade-off figure's x (better high) and y (better low)
 COLUMNS_PER_FIGURE = 6            # conditions per time-series figure; more make several figures
 BIN_S = 1.0
 
@@ -142,9 +144,17 @@ def overload_plans(run_dir: Path, header: dict, cells: list[Cell]) -> list[Calla
             partial(_tradeoff, *args)]
 
 
-def _tradeoff(*args):
-    from .tradeoff_figure import tradeoff_figure      # imported here: it draws with this module's helpers
-    return tradeoff_figure(*args)
+def _tradeoff(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
+    """The trade-off figure's points: per condition, each configuration's medians over its rounds."""
+    rows, columns = _grid(cells, labeller, varying)
+    panels: dict[str, list[tuple[str, float, float]]] = {column: [] for column in columns}
+    for cell in cells:
+        table = per_cell[cell.scenario["id"]]
+        xs, ys = round_values(cell, table, TRADEOFF[0]), round_values(cell, table, TRADEOFF[1])
+        if xs and ys:
+            panels[condition(cell.scenario, varying)].append((labeller.label(cell.scenario), statistics.median(xs),
+                                                              statistics.median(ys)))
+    return tradeoff_figure(header["name"], rows, panels)
 
 
 def _grid(cells: list[Cell], labeller: Labeller, varying: set[str]) -> tuple[list[str], list[str]]:
@@ -246,7 +256,7 @@ def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labell
         ax.set_title(column or "all scenarios", fontsize=9)
     for ax in grid[0]:
         ax.set_xscale("log")
-        _plain_log_ticks(ax.xaxis)
+        plain_log_ticks(ax.xaxis)
         ax.set_xlabel("response time from scheduled send (ms, log)", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         ax.tick_params(which="both", labelsize=7)
@@ -263,12 +273,6 @@ def geometric(values: list[float]) -> bool:
     """Whether swept values are spaced by factors (1, 20, 1024) rather than steps: all positive, a
     range of 10x or more, and at most 8 of them (each gets its own tick)."""
     return 2 <= len(values) <= 8 and values[0] > 0 and values[-1] / values[0] >= 10
-
-
-def _plain_log_ticks(axis) -> None:
-    """Log-scale ticks as plain numbers (20, 50, 100 ms), not powers of ten."""
-    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
-    axis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}" if f"{value:g}"[0] in "25" else ""))
 
 
 def _legend(axes) -> tuple[list, list]:
@@ -350,7 +354,7 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
             ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
         if metric == "successP99Ms":
             ax.set_yscale("log")
-            _plain_log_ticks(ax.yaxis)
+            plain_log_ticks(ax.yaxis)
             ax.tick_params(which="both", labelsize=7)
     handles, names = _legend(grid[0])
     if handles:

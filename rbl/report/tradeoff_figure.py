@@ -1,18 +1,17 @@
 """The trade-off an overload experiment is about, drawn: carried throughput (more is better) against
 the p99 of successful response time (less is better), one point per configuration (its medians over
-the counted rounds), a panel per condition, and the Pareto front marked: the configurations no other
-beats on both. A configuration off the front is worse than one on it on both counts; among those on
-the front, choosing is choosing the trade-off (the spec's `objective` says which)."""
+the counted rounds, which rbl/report/overload_figures.py works out), a panel per condition, and the
+Pareto front marked: the configurations no other beats on both. A configuration off the front is
+worse than one on it on both counts; among those on the front, choosing is choosing the trade-off
+(the spec's `objective` says which)."""
 
 from __future__ import annotations
 
-import statistics
+from .figures import MARKERS, PALETTE, plain_log_ticks, subplots
+from .labels import METRIC_TITLES
 
-from .cells import Cell
-from .figures import MARKERS, PALETTE, subplots
-from .labels import METRIC_TITLES, Labeller
-
-X_METRIC, Y_METRIC = "carriedThroughput", "successP99Ms"
+X_TITLE = METRIC_TITLES["carriedThroughput"] + " (better right)"
+Y_TITLE = "p99 of successes (ms, log; better low)"
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -26,49 +25,41 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return sorted(front, key=lambda i: points[i])
 
 
-def tradeoff_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
+def tradeoff_figure(name: str, labels: list[str], panels: dict[str, list[tuple[str, float, float]]]):
+    """(title, stem, figure): a panel per condition (its title the condition, '' for the only one),
+    each holding (configuration label, carried throughput, p99 of successes) points."""
     from matplotlib.lines import Line2D
 
-    from .overload_figures import _grid, _plain_log_ticks, condition, round_values
-    rows, columns = _grid(cells, labeller, varying)
-    styles = {label: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, label in enumerate(rows)}
-    figure, grid = subplots(1, len(columns), squeeze=False, sharey=True, figsize=(4.2 * len(columns) + 3.2, 3.8))
-    for column_index, column in enumerate(columns):
-        ax = grid[0][column_index]
-        points, labels = [], []
-        for cell in cells:
-            if condition(cell.scenario, varying) != column:
-                continue
-            xs = round_values(cell, per_cell[cell.scenario["id"]], X_METRIC)
-            ys = round_values(cell, per_cell[cell.scenario["id"]], Y_METRIC)
-            if xs and ys:
-                points.append((statistics.median(xs), statistics.median(ys)))
-                labels.append(labeller.label(cell.scenario))
+    styles = {label: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, label in enumerate(labels)}
+    figure, grid = subplots(1, len(panels), squeeze=False, sharey=True, figsize=(4.2 * len(panels) + 3.2, 3.8))
+    fronts = False
+    for ax, (column, drawn) in zip(grid[0], panels.items()):
+        points = [(x, y) for _, x, y in drawn]
         front = pareto_front(points)
         if len(front) > 1:
+            fronts = True
             ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="#999999", linewidth=1.0,
-                    linestyle="--", zorder=1, label="Pareto front")
-        for index, ((x, y), label) in enumerate(zip(points, labels)):
+                    linestyle="--", zorder=1)
+        for index, (label, x, y) in enumerate(drawn):
             colour, marker = styles[label]
-            on_front = index in front
-            ax.scatter([x], [y], s=46, marker=marker, zorder=2, label=label, edgecolors=colour, linewidths=1.4,
-                       facecolors=colour if on_front else "none")
+            ax.scatter([x], [y], s=46, marker=marker, zorder=2, edgecolors=colour, linewidths=1.4,
+                       facecolors=colour if index in front else "none")
         ax.set_title(column or "all scenarios", fontsize=10)
-        ax.set_xlabel(METRIC_TITLES[X_METRIC] + " (better right)", fontsize=9)
+        ax.set_xlabel(X_TITLE, fontsize=9)
         ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis)
+        plain_log_ticks(ax.yaxis)
         ax.grid(True, which="both", alpha=0.3)
         ax.tick_params(which="both", labelsize=8)
-    grid[0][0].set_ylabel("p99 of successes (ms, log; better low)", fontsize=9)
-    # the legend's markers filled whatever the first panel drew (a hollow point there is off its front)
+    grid[0][0].set_ylabel(Y_TITLE, fontsize=9)
+    # the legend's markers filled, whatever a panel drew (a hollow point there is off its front)
     handles = [Line2D([], [], marker=styles[label][1], color=styles[label][0], linestyle="none", markersize=7)
-               for label in rows]
-    names = list(rows)
-    if any(line.get_label() == "Pareto front" for ax in grid[0] for line in ax.get_lines()):
+               for label in labels]
+    names = list(labels)
+    if fronts:
         handles.append(Line2D([], [], color="#999999", linestyle="--"))
         names.append("Pareto front")
     grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    figure.suptitle(f"{header['name']}: carried throughput against p99 of successes (filled: on the Pareto front)",
+    figure.suptitle(f"{name}: carried throughput against p99 of successes (filled: on the Pareto front)",
                     fontsize=11)
     figure.tight_layout(rect=(0, 0, 1, 0.92))
     return ("Trade-off: carried throughput against p99 of successes, the Pareto front marked (filled points: "
