@@ -281,6 +281,7 @@ def test_a_run_until_resolved_adds_rounds_where_the_answer_needs_them(tmp_path: 
     (["--max-rounds", "5"], "--max-rounds bounds --until-resolved"),
     (["--until-resolved", "--max-rounds", "2"], "--max-rounds 2 is fewer than the 3 rounds"),
     (["--until-resolved", "--shard", "1/2"], "a shard has only some of them"),
+    (["--until-resolved", "--max-rounds", "100000"], "less than or equal to 1000"),
 ])
 def test_running_until_resolved_refuses_what_it_cannot_do(tmp_path: Path, args, message):
     (tmp_path / "spec.rbl").write_text(SPEC % "")

@@ -62,8 +62,9 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                                  "one more round at a time of the cells whose answer (which "
                                                  "configuration to deploy) is not resolved yet, until it is or "
                                                  "--max-rounds is reached."),
-        max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, metavar="N",
-                                                 help="--until-resolved: the most rounds per scenario [default: 20]."),
+        max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, max=1000, metavar="N",
+                                                 help="--until-resolved: the most rounds per scenario, at most "
+                                                      "1000 [default: 20]."),
         order: Optional[str] = typer.Option(None, "--order",
                                             autocompletion=choices("sequential", "randomized", "blocked"),
                                             help="sequential (Algorithm 1), randomized or blocked "
