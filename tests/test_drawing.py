@@ -25,9 +25,10 @@ def plan(name: str, seen: Path, fail: bool = False):
 
 def test_figures_are_drawn_by_workers_and_returned_in_order(tmp_path):
     results = Drawing([plan(f"f{i}", tmp_path) for i in range(5)], tmp_path / "out").results()
-    assert [title for title, _ in results] == [f"title f{i}" for i in range(5)]
-    for i, (_, paths) in enumerate(results):
+    assert [title for title, _, _ in results] == [f"title f{i}" for i in range(5)]
+    for i, (_, paths, facts) in enumerate(results):
         assert [p.name for p in paths] == [f"f{i}.png", f"f{i}.svg"]
+        assert facts["panels"] == [{"x_label": "", "x_scale": "linear", "x_values": 2}] and facts["width_in"] == 2
         assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and b"<svg" in paths[1].read_bytes()
     drawers = {int(p.read_text()) for p in tmp_path.glob("*.pid")}
     if (os.cpu_count() or 1) > 1:
@@ -47,6 +48,6 @@ def test_a_plans_error_is_raised_here(tmp_path):
 
 
 def test_one_figure_is_drawn_in_this_process(tmp_path):
-    ((title, paths),) = Drawing([plan("only", tmp_path)], tmp_path / "out").results()
+    ((title, paths, _),) = Drawing([plan("only", tmp_path)], tmp_path / "out").results()
     assert title == "title only" and paths[0].is_file()
     assert int((tmp_path / "only.pid").read_text()) == os.getpid()

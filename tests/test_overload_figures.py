@@ -19,7 +19,7 @@ from rbl.compiler.plan import plan_header
 from rbl.report.cells import load_cells
 from rbl.report.labels import Labeller
 from rbl.report.overload_figures import (cdf_figure, class_figures, geometric, load_text, metrics_figure,
-                                         overload_section, varying_conditions, x_axis)
+                                         overload_section, percentile_figure_plans, varying_conditions, x_axis)
 from rbl.store.open_metrics import open_loop_metrics
 from rbl.store.requests import REQUEST_SCHEMA, read_requests, write_round_requests
 from rbl.store.results import RunDirectory
@@ -49,8 +49,8 @@ SPEC = """space overload {
 """
 RATE = 20                   # requests per second of the synthetic rounds
 FAST = ("--resamples", "100")
-OVERLOAD_FILES = {f"{stem}.{ext}" for stem in ("overload-classes", "overload-cdf", "overload-metrics",
-                                                "overload-tradeoff") for ext in ("png", "svg")}
+OVERLOAD_FILES = {f"{stem}.{ext}" for stem in ("overload-classes", "overload-cdf", "overload-percentiles",
+                                                "overload-metrics", "overload-tradeoff") for ext in ("png", "svg")}
 
 
 def round_requests(scenario: dict, round_number: int) -> pa.Table:
@@ -128,7 +128,8 @@ def test_the_report_of_an_open_loop_run_has_the_overload_figures(open_run, repor
     # they get no figure of their own against it (dots at one x)
     assert not {"carriedThroughput.png", "successP99Ms.png", "p95UnderSloShare.png"} & names
     html = (open_run / "report" / "report.html").read_text()
-    for title in ("Response classes over time", "Successful response time, CDF",
+    for title in ("Response classes over time", "Response time CDF: successful requests, and all requests",
+                  "Response time percentiles over time",
                   "Overload metrics against offered load (% of capacity)"):
         assert f"<h2>{title}" in html
     assert html.count('<img alt="') >= 3
@@ -172,12 +173,28 @@ def test_the_figures_draw_the_requests(open_run):
     assert len(stacks) == 5
     top = stacks[-1].get_paths()[0].vertices[:, 1].max()
     assert top == pytest.approx(RATE)
-    # CDF: a panel per load, a line per configuration, log x
+    # CDF: a column per load, successes above and all requests below, a line per configuration, log x
     cdf = cdf_figure(header, cells, per_cell, labeller, varying)
-    assert [ax.get_xscale() for ax in cdf.axes] == ["log", "log"]
-    assert [len(ax.get_lines()) for ax in cdf.axes] == [3, 3]
+    assert [ax.get_xscale() for ax in cdf.axes] == ["log"] * 4
+    assert [len(ax.get_lines()) for ax in cdf.axes] == [3] * 4
     over = [ax for ax in cdf.axes if "120%" in ax.get_title()][0]
     assert max(max(line.get_xdata()) for line in over.get_lines()) > 30     # the overloaded ones are slower
+    successes, every = cdf.axes[0], cdf.axes[2]                            # the same load, both rows
+    assert "successful" in successes.get_ylabel() and "all requests" in every.get_ylabel()
+    for ours, all_of_them in zip(successes.get_lines(), every.get_lines()):
+        assert ours.get_ydata()[-1] == pytest.approx(1.0)                  # every success answered
+        assert 0 < all_of_them.get_ydata()[-1] <= 1.0
+        assert len(all_of_them.get_xdata()) >= len(ours.get_xdata())        # refusals answered too
+    # percentiles per window: p50 <= p95 <= p99 in every window of every panel, log y
+    (make,) = percentile_figure_plans(header, cells, per_cell, labeller, varying)
+    _, stem, percentiles = make()
+    assert stem == "overload-percentiles"
+    drawn = [ax for ax in percentiles.axes if ax.has_data()]
+    assert len(drawn) == 6 and all(ax.get_yscale() == "log" for ax in drawn)
+    for ax in drawn:
+        by_name = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+        assert set(by_name) == {"p50", "p95", "p99"}, by_name
+        assert all(a <= b <= c for a, b, c in zip(by_name["p50"], by_name["p95"], by_name["p99"]))
     # metrics: the load on x, a line per configuration, medians of the rounds' rows
     title, _, parameter = x_axis(cells)
     assert (title, parameter) == ("offered load (% of capacity)", None)
@@ -225,7 +242,7 @@ def test_only_the_counted_rounds_are_drawn(open_run, tmp_path):
     for cell in cells:
         cell.rounds.pop(2)                                 # as if round 2 had failed everywhere
     figures, files = overload_section(open_run, header, cells, tmp_path)
-    assert len(figures) == 4 and {p.name for p in files} == OVERLOAD_FILES
+    assert len(figures) == 5 and {p.name for p in files} == OVERLOAD_FILES
 
 
 @pytest.mark.parametrize("values, log", [([1, 20, 1024], True), ([10, 100], True), ([80, 120], False),

@@ -48,6 +48,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
                  resamples: int = 2000, seed: int = 0, include_warmup: bool = False, method: str = "auto",
                  explain: bool = False) -> Report:
     from .drawing import Drawing                          # matplotlib only when a report is made
+    from .figures import figure_entry
 
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
         raise UsageError(f"{run_dir} is not an rbl run directory (no plan.json and results.jsonl)",
@@ -102,9 +103,9 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
         drawing.close()
     overload, by_metric = drawn[:len(drawn) - len(plans)], drawn[len(drawn) - len(plans):]
     figures = []
-    for title, paths in by_metric + overload:            # the metrics' figures first in report.html
+    for title, paths, facts in by_metric + overload:     # the metrics' figures first in report.html
         files += paths
-        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+        figures.append(figure_entry(title, paths[0], facts))
     figures += section_figures
     failed = sum(len(c.failed_rounds) for c in cells)
     html = render_html("report.html.j2", header=header, manifest=manifest, records=records, metrics=metrics,
@@ -147,7 +148,7 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
     check = noise_check(header, cells, metrics, method, resamples, seed, manifest)
     labeller = Labeller(header)
     labels = {c.scenario["id"]: labeller.label(c.scenario) for c in cells}
-    figure = write_noise_figure(check, out_dir)
+    figure, figure_facts = write_noise_figure(check, out_dir) or (None, None)
     summary = {"method": method, "passed": check.passed, "measurable": check.measurable, "floor": check.floor,
                "metrics": {m.metric: {"floor": m.floor, "floorAbsolute": m.floor_absolute, "resolvable": m.resolvable,
                                       "pairs": len(m.judged), "significant": len(m.significant),
@@ -161,7 +162,7 @@ def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str],
     section = {**summary, "rows": rows(check, labels), "cell_effects_rows": cell_effects_rows(check),
                "shared_machine_cores": SHARED_MACHINE_CORES,
                "left_out": [f"{labels.get(i.scenario_id, i.scenario_id)}: {i.reason}" for i in check.grouping.left_out],
-               "figure": base64.b64encode(figure.read_bytes()).decode() if figure else None}
+               "figure": base64.b64encode(figure.read_bytes()).decode() if figure else None, "figure_facts": figure_facts}
     return section, [path] + ([figure] if figure else []), check
 
 

@@ -9,7 +9,6 @@ whose plan has one; nothing otherwise:
 
 from __future__ import annotations
 
-import base64
 import csv
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from ..libraries.composition import pattern_names
 from ..libraries.istio import CONTROLLED
 from ..store.controllers import read_decisions
 from .cells import Cell
-from .figures import PALETTE, subplots, write_figure
+from .figures import PALETTE, subplots, figure_entry, figure_facts, write_figure
 from .labels import Labeller
 
 COLUMNS = ("configuration", "round", "elapsedS", "controller", "parameter", "previous", "value", "appliedMs",
@@ -40,10 +39,11 @@ def controllers_section(run_dir: Path, header: dict, cells: list[Cell], out_dir:
     if not drawn:
         return [], []
     files = [_write_csv(drawn, out_dir / "controllers.csv")]
-    paths = write_figure(_figure(header, drawn), out_dir, "controllers")
+    figure = _figure(header, drawn)
+    paths = write_figure(figure, out_dir, "controllers")
     files += paths
     title = "Controllers over time: the value each set, beside each window's RT95 (first counted round)"
-    return [{"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()}], files
+    return [figure_entry(title, paths[0], figure_facts(figure))], files
 
 
 def _write_csv(drawn: list[tuple[str, dict, list[dict]]], path: Path) -> Path:

@@ -14,24 +14,25 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
-from .figures import write_figure
+from .figures import figure_facts, write_figure
 
 Plan = Callable[[], tuple[str, str, Figure]]        # () -> (title, file stem, figure)
 _PLANS: list[Plan] = []                             # what the forked workers inherit
 
 
-def _draw(index: int, out_dir: Path) -> tuple[str, list[Path]]:
+def _draw(index: int, out_dir: Path) -> tuple[str, list[Path], dict]:
     title, stem, figure = _PLANS[index]()
-    return title, write_figure(figure, out_dir, stem)
+    paths = write_figure(figure, out_dir, stem)
+    return title, paths, figure_facts(figure)
 
 
 class Drawing:
-    """The figures being drawn; results() waits for them: (title, [PNG, SVG]) per plan, in order."""
+    """The figures being drawn; results() waits for them: (title, [PNG, SVG], facts) per plan, in order."""
 
     def __init__(self, plans: list[Plan], out_dir: Path):
         self._pool: ProcessPoolExecutor | None = None
         self._futures: list[Future] = []
-        self._done: list[tuple[str, list[Path]]] | None = None
+        self._done: list[tuple[str, list[Path], dict]] | None = None
         self._out_dir = out_dir
         workers = min(len(plans) - 1, os.cpu_count() or 1)
         _PLANS[:] = plans
@@ -42,7 +43,7 @@ class Drawing:
         self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
         self._futures = [self._pool.submit(_draw, index, out_dir) for index in range(len(plans) - 1)]
 
-    def results(self) -> list[tuple[str, list[Path]]]:
+    def results(self) -> list[tuple[str, list[Path], dict]]:
         if self._done is None:
             try:
                 last = _draw(len(_PLANS) - 1, self._out_dir)

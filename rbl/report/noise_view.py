@@ -220,9 +220,11 @@ def build_noise_figure(check: NoiseCheck):
     from matplotlib.figure import Figure
 
     measured = [m for m in check.metrics.values() if m.judged]
-    figure = Figure(figsize=(3.2 * max(1, len(measured)), 2.6), layout="constrained")
+    columns = min(3, max(1, len(measured)))          # at most three across: legible at 1280 px
+    rows = -(-len(measured) // columns)
+    figure = Figure(figsize=(3.2 * columns, 2.6 * max(1, rows)), layout="constrained")
     for i, metric in enumerate(measured):
-        ax = figure.add_subplot(1, len(measured), i + 1)
+        ax = figure.add_subplot(rows, columns, i + 1)
         pairs = metric.judged
         ys = range(len(pairs))
         for y, pair in zip(ys, pairs):
@@ -237,13 +239,16 @@ def build_noise_figure(check: NoiseCheck):
         ax.set_xlabel("A/A difference, % of the median")
         ax.set_title(f"{METRIC_TITLES.get(metric.metric, metric.metric)}\n{len(metric.significant)} of "
                      f"{len(pairs)} pairs significant", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
     return figure
 
 
-def write_noise_figure(check: NoiseCheck, out_dir: Path) -> Path | None:
+def write_noise_figure(check: NoiseCheck, out_dir: Path) -> tuple[Path, dict] | None:
+    """noise-floor.png and what the report says of it (rbl/report/figures.py figure_facts)."""
     if not check.measurable:
         return None
+    from .figures import figure_facts
     path = out_dir / "noise-floor.png"
-    build_noise_figure(check).savefig(path, dpi=110)
-    return path
+    figure = build_noise_figure(check)
+    figure.savefig(path, dpi=110)
+    return path, figure_facts(figure)

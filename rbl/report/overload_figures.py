@@ -3,7 +3,9 @@
 - response classes over scheduled time (mean per 1-s bin over a scenario's measured rounds, stacked:
   success, failed, circuit broken, timed out, rejected), the warm-up shaded; a panel per scenario,
   rows = configurations, columns = conditions (load, fault rate, users);
-- the CDF of successful response time (log x), a panel per condition, a line per configuration;
+- the CDF of response time (log x), of successful requests above and of all requests below (a
+  refusal answers fast), a panel per condition, a line per configuration;
+- p50, p95 and p99 of successful response time per window (load.window) over scheduled time;
 - overload metrics (carried throughput, p99 of successes, share of windows under the SLO) against
   the axis that varies (the offered load, else the fault rate, else a client parameter; log-scaled
   where its values are spaced by factors), a line per configuration (per client when a client
@@ -17,7 +19,6 @@ directory (closed loop) gets none of these."""
 
 from __future__ import annotations
 
-import base64
 import statistics
 from functools import partial
 from pathlib import Path
@@ -29,10 +30,11 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..plan_records import LOAD_KEY
-from ..store.open_metrics import class_time_series, open_loop_metrics, success_cdf
+from ..store.open_metrics import (class_time_series, open_loop_metrics, response_cdf, success_cdf,
+                                  windowed_percentiles)
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
-from .figures import PALETTE, MARKERS, plain_log_ticks, subplots, write_figure
+from .figures import PALETTE, MARKERS, plain_log_ticks, subplots, figure_entry, figure_facts, write_figure
 from .tradeoff_figure import tradeoff_figure
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
 
@@ -42,7 +44,7 @@ CLASS_NAMES = {"success": "success", "failed": "failed", "circuit_broken": "circ
                "rejected": "rejected"}
 FIGURE_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")
 TRADEOFF = ("carriedThroughput", "successP99Ms")      # the trade-off figure's x (better high) and y (better low)
-COLUMNS_PER_FIGURE = 6            # conditions per time-series figure; more make several figures
+COLUMNS_PER_FIGURE = 3            # conditions per figure (legible at 1280 px); more make several figures
 BIN_S = 1.0
 
 
@@ -114,7 +116,7 @@ def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Pa
         title, stem, figure = make()
         paths = write_figure(figure, out_dir, stem)
         files += paths
-        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+        figures.append(figure_entry(title, paths[0], figure_facts(figure)))
     return figures, files
 
 
@@ -138,8 +140,8 @@ def overload_plans(run_dir: Path, header: dict, cells: list[Cell]) -> list[Calla
     varying = varying_conditions(drawn)
     args = (header, drawn, per_cell, labeller, varying)
     return [*class_figure_plans(*args),
-            lambda: ("Successful response time, CDF (measured requests of the counted rounds)", "overload-cdf",
-                     cdf_figure(*args)),
+            *cdf_figure_plans(*args),
+            *percentile_figure_plans(*args),
             lambda: metrics_figure(*args),
             partial(_tradeoff, *args)]
 
@@ -214,8 +216,8 @@ def _class_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Lab
         ax.set_title(f"{labeller.label(cell.scenario)}\n{column}" if column else labeller.label(cell.scenario),
                      fontsize=8)
         ax.text(0.98, 0.96, f"mean of {rounds} round{'s' if rounds != 1 else ''}", transform=ax.transAxes,
-                fontsize=7, ha="right", va="top")
-        ax.tick_params(labelsize=7)
+                fontsize=8, ha="right", va="top")
+        ax.tick_params(labelsize=8)
         ax.grid(True, alpha=0.3)
     for row in grid:
         for ax in row:
@@ -228,7 +230,7 @@ def _class_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Lab
     handles, names = next((ax.get_legend_handles_labels() for row in grid for ax in row
                            if "warm-up (not measured)" in ax.get_legend_handles_labels()[1]),
                           grid[0][0].get_legend_handles_labels())
-    figure.legend(handles, names, loc="upper center", ncol=6, fontsize=7, frameon=False, bbox_to_anchor=(0.5, 0.96))
+    figure.legend(handles, names, loc="upper center", ncol=6, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.96))
     part = f" ({number} of {groups})" if groups > 1 else ""
     figure.suptitle(f"{header['name']}: response classes per {BIN_S:g}-s bin of scheduled time{part}", fontsize=11)
     figure.tight_layout(rect=(0, 0, 1, 0.92))
@@ -240,33 +242,125 @@ def _styles(labels: list[str]) -> dict[str, tuple[str, str]]:
     return {label: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, label in enumerate(labels)}
 
 
-def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]):
-    rows, columns = _grid(cells, labeller, varying)
+def cdf_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
+                     varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
+    """A plan per group of up to COLUMNS_PER_FIGURE conditions (each builds its CDF figure)."""
+    _, columns = _grid(cells, labeller, varying)
+    groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+    return [partial(_cdf_figure, header, cells, per_cell, labeller, varying, group, number, len(groups))
+            for number, group in enumerate(groups, 1)]
+
+
+def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]) -> Figure:
+    """The first CDF figure (every condition, when there are at most COLUMNS_PER_FIGURE of them)."""
+    return cdf_figure_plans(header, cells, per_cell, labeller, varying)[0]()[2]
+
+
+CDF_ROWS = (("share of successful requests", success_cdf),
+            ("share of all requests\n(any class; unanswered never reach)", response_cdf))
+
+
+def _cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str],
+                group: list[str], number: int, groups: int) -> tuple[str, str, Figure]:
+    """Top row: successful requests' response time; bottom row: every request's (a refusal answers
+    fast, so a policy that refuses looks fast among successes and shows its refusals here)."""
+    rows, _ = _grid(cells, labeller, varying)
     styles = _styles(rows)
-    figure, grid = subplots(1, len(columns), squeeze=False, sharex=True, sharey=True,
-                                figsize=(4.0 * len(columns) + 3.0, 3.4))
+    figure, grid = subplots(len(CDF_ROWS), len(group), squeeze=False, sharex=True, sharey=True,
+                            figsize=(3.4 * len(group) + 3.2, 5.6))
     for cell in cells:
         column = condition(cell.scenario, varying)
-        ax = grid[0][columns.index(column)]
-        times, probabilities = success_cdf(per_cell[cell.scenario["id"]])
+        if column not in group:
+            continue
         label = labeller.label(cell.scenario)
-        if times:
-            ax.step([max(t, 1e-3) for t in times], probabilities, where="post", color=styles[label][0], label=label,
-                    linewidth=1.4)
-        ax.set_title(column or "all scenarios", fontsize=9)
-    for ax in grid[0]:
-        ax.set_xscale("log")
-        plain_log_ticks(ax.xaxis)
+        for row, (_, cdf) in enumerate(CDF_ROWS):
+            ax = grid[row][group.index(column)]
+            times, probabilities = cdf(per_cell[cell.scenario["id"]])
+            if times:
+                ax.step([max(t, 1e-3) for t in times], probabilities, where="post", color=styles[label][0],
+                        label=label, linewidth=1.4)
+            if row == 0:
+                ax.set_title(column or "all scenarios", fontsize=9)
+    for row, (ylabel, _) in enumerate(CDF_ROWS):
+        for ax in grid[row]:
+            ax.set_xscale("log")
+            plain_log_ticks(ax.xaxis)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.tick_params(which="both", labelsize=8)
+        grid[row][0].set_ylabel(ylabel, fontsize=8)
+    for ax in grid[-1]:
         ax.set_xlabel("response time from scheduled send (ms, log)", fontsize=8)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(which="both", labelsize=7)
-    grid[0][0].set_ylabel("share of successful requests", fontsize=8)
-    handles, names = _legend(grid[0])
+    handles, names = _legend(grid.flat)
     if handles:
-        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=7, frameon=False)
-    figure.suptitle(f"{header['name']}: successful response time, CDF", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.93))
-    return figure
+        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
+    part = f" ({number} of {groups})" if groups > 1 else ""
+    figure.suptitle(f"{header['name']}: response time CDF, successful and all requests{part}", fontsize=11)
+    figure.tight_layout(rect=(0, 0, 1, 0.94))
+    stem = "overload-cdf" + (f"-{number}" if groups > 1 else "")
+    return (f"Response time CDF: successful requests, and all requests (measured requests of the counted "
+            f"rounds){part}", stem, figure)
+
+
+PERCENTILES = ((0.5, "p50", "-"), (0.95, "p95", "--"), (0.99, "p99", ":"))
+
+
+def percentile_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
+                            varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
+    rows, columns = _grid(cells, labeller, varying)
+    groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+    return [partial(_percentile_figure, header, cells, per_cell, labeller, varying, rows, group, number, len(groups))
+            for number, group in enumerate(groups, 1)]
+
+
+def _percentile_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str],
+                       rows: list[str], group: list[str], number: int, groups: int) -> tuple[str, str, Figure]:
+    """RT50/95/99 of successes per window of the load (load.window, 5 s by default) over scheduled
+    time: a panel per scenario, rows = configurations, columns = conditions; one y scale (log)."""
+    styles = _styles(rows)
+    figure, grid = subplots(len(rows), len(group), squeeze=False, sharex=True, sharey=True,
+                            figsize=(max(3.6 * len(group) + 1.5, 7.0), 2.2 * len(rows) + 1.0))
+    for cell in cells:
+        column = condition(cell.scenario, varying)
+        if column not in group:
+            continue
+        label = labeller.label(cell.scenario)
+        ax = grid[rows.index(label)][group.index(column)]
+        table = per_cell[cell.scenario["id"]]
+        window_s = _number(load_of(cell.scenario).get("window_s")) or 5.0
+        series = windowed_percentiles(table, window_s)
+        for quantile, name, style in PERCENTILES:
+            points = [(w["t"], w[quantile]) for w in series if w[quantile] is not None]
+            if points:          # a step per window, held to the window's end
+                xs = [t for t, _ in points] + [points[-1][0] + window_s]
+                ys = [max(v, 1e-3) for _, v in points] + [max(points[-1][1], 1e-3)]
+                ax.step(xs, ys, where="post", color=styles[label][0], linestyle=style, linewidth=1.4, label=name)
+        warmup = _warmup_s(cell, table)
+        if warmup:
+            ax.axvspan(0, warmup, facecolor="#eeeeee", edgecolor="#999999", hatch="//", linewidth=0, zorder=0,
+                       label="warm-up (not measured)")
+        ax.set_title(f"{label}\n{column}" if column else label, fontsize=8)
+        ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.tick_params(which="both", labelsize=8)
+    for row in grid:
+        for ax in row:
+            if not ax.has_data():
+                ax.set_axis_off()
+        row[0].set_ylabel("successful response (ms, log)", fontsize=8)
+    for ax in grid[-1]:
+        ax.set_xlabel("scheduled send time (s)", fontsize=8)
+    handles, names = _legend(grid.flat)
+    height = figure.get_figheight()
+    figure.legend(handles, names, loc="upper center", ncol=4, fontsize=8, frameon=False,
+                  bbox_to_anchor=(0.5, 1 - 0.35 / height))
+    part = f" ({number} of {groups})" if groups > 1 else ""
+    figure.suptitle(f"{header['name']}: p50, p95 and p99 of successes per window{part}", fontsize=11,
+                    y=1 - 0.08 / height)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.65 / height))
+    stem = "overload-percentiles" + (f"-{number}" if groups > 1 else "")
+    return (f"Response time percentiles over time: p50, p95 and p99 of successes per window (the counted rounds "
+            f"pooled){part}", stem, figure)
 
 
 def geometric(values: list[float]) -> bool:
@@ -328,7 +422,7 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
     styles = _styles(list(lines))
     swept = sorted({x for x in map(value_of, (c.scenario for c in cells)) if x is not None})
     log_x = geometric(swept)
-    figure, grid = subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(4.2 * len(FIGURE_METRICS) + 3.0, 3.6))
+    figure, grid = subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(3.4 * len(FIGURE_METRICS) + 3.0, 3.6))
     for ax, metric in zip(grid[0], FIGURE_METRICS):
         for name, line_cells in lines.items():
             points = []
@@ -347,7 +441,7 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
         ax.set_xlabel(f"{title} (log)" if log_x else title, fontsize=8)
         ax.set_ylabel(METRIC_TITLES.get(metric, metric), fontsize=8)
         ax.grid(True, alpha=0.3)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=8)
         if log_x:
             ax.set_xscale("log")
             ax.set_xticks(swept, [f"{x:g}" for x in swept])
@@ -355,10 +449,10 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
         if metric == "successP99Ms":
             ax.set_yscale("log")
             plain_log_ticks(ax.yaxis)
-            ax.tick_params(which="both", labelsize=7)
+            ax.tick_params(which="both", labelsize=8)
     handles, names = _legend(grid[0])
     if handles:
-        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=7, frameon=False)
+        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
     figure.suptitle(f"{header['name']}: overload metrics against {title}, median and range over rounds", fontsize=11)
     figure.tight_layout(rect=(0, 0, 1, 0.93))
     return (f"Overload metrics against {title} (median and range over the counted rounds)", "overload-metrics", figure)

@@ -13,7 +13,6 @@ Means over the counted rounds (not warm-up or failed rounds), as the other table
 
 from __future__ import annotations
 
-import base64
 import csv
 import statistics
 from pathlib import Path
@@ -23,7 +22,7 @@ from rich.console import Console
 from ..store.hops import read_hops
 from ..topology import topology_from_record
 from .cells import Cell
-from .figures import PALETTE, subplots, write_figure
+from .figures import PALETTE, subplots, figure_entry, figure_facts, write_figure
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
 
@@ -57,7 +56,7 @@ def topology_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Pa
     for title, stem, figure in made:
         paths = write_figure(figure, out_dir, stem)
         files += paths
-        figures.append({"title": title, "png_base64": base64.b64encode(paths[0].read_bytes()).decode()})
+        figures.append(figure_entry(title, paths[0], figure_facts(figure)))
     return figures, files
 
 

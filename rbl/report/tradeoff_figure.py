@@ -31,9 +31,13 @@ def tradeoff_figure(name: str, labels: list[str], panels: dict[str, list[tuple[s
     from matplotlib.lines import Line2D
 
     styles = {label: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, label in enumerate(labels)}
-    figure, grid = subplots(1, len(panels), squeeze=False, sharey=True, figsize=(4.2 * len(panels) + 3.2, 3.8))
+    columns = min(2, len(panels))                  # at most two across: the figure stays legible at 1280 px
+    rows = -(-len(panels) // columns)
+    figure, grid = subplots(rows, columns, squeeze=False, sharey=True, figsize=(4.2 * columns + 3.2, 3.4 * rows + 0.4))
+    for ax in grid.flat[len(panels):]:
+        ax.set_visible(False)
     fronts = False
-    for ax, (column, drawn) in zip(grid[0], panels.items()):
+    for ax, (column, drawn) in zip(grid.flat, panels.items()):
         points = [(x, y) for _, x, y in drawn]
         front = pareto_front(points)
         if len(front) > 1:
@@ -50,7 +54,8 @@ def tradeoff_figure(name: str, labels: list[str], panels: dict[str, list[tuple[s
         plain_log_ticks(ax.yaxis)
         ax.grid(True, which="both", alpha=0.3)
         ax.tick_params(which="both", labelsize=8)
-    grid[0][0].set_ylabel(Y_TITLE, fontsize=9)
+    for row in grid:
+        row[0].set_ylabel(Y_TITLE, fontsize=9)
     # the legend's markers filled, whatever a panel drew (a hollow point there is off its front)
     handles = [Line2D([], [], marker=styles[label][1], color=styles[label][0], linestyle="none", markersize=7)
                for label in labels]
@@ -61,6 +66,6 @@ def tradeoff_figure(name: str, labels: list[str], panels: dict[str, list[tuple[s
     grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
     figure.suptitle(f"{name}: carried throughput against p99 of successes (filled: on the Pareto front)",
                     fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.92))
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.3 / figure.get_figheight()))
     return ("Trade-off: carried throughput against p99 of successes, the Pareto front marked (filled points: "
             "no configuration beats them on both)", "overload-tradeoff", figure)

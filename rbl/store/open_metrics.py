@@ -144,3 +144,35 @@ def success_cdf(table: pa.Table) -> tuple[list[float], list[float]]:
     values = np.sort(_values(_successes(measured_rows(table)), "response_ms"))
     n = values.size
     return values.tolist(), (np.arange(1, n + 1) / n).tolist()
+
+
+def response_cdf(table: pa.Table) -> tuple[list[float], list[float]]:
+    """The empirical CDF of every measured request's response_ms, whatever its class (a refusal is a
+    fast answer too). Over all n measured requests: one never answered (no response_ms, e.g. timed
+    out) is counted in n but never reached, so the curve tops out at the share answered."""
+    measured = measured_rows(table)
+    values = np.sort(_values(measured, "response_ms"))
+    n = measured.num_rows
+    return values.tolist(), (np.arange(1, values.size + 1) / n).tolist() if n else []
+
+
+def windowed_percentiles(table: pa.Table, window_s: float, quantiles: tuple[float, ...] = (0.5, 0.95, 0.99)
+                         ) -> list[dict]:
+    """Per window of scheduled time (from 0, warm-up included), the quantiles of the successful
+    requests' response_ms: [{"t": window start in s, "n": successes, 0.5: ms, ...}, ...]; a window
+    without successes has None. Several rounds' requests (a `round` column) are pooled per window."""
+    if table.num_rows == 0:
+        return []
+    successes = _successes(table)
+    successes = successes.filter(pc.is_valid(successes.column("response_ms")))
+    last = float(pc.max(table.column("scheduled_s")).as_py())
+    windows = max(1, int(math.floor(max(last, 0) / window_s)) + 1)
+    times = successes.column("scheduled_s").to_numpy(zero_copy_only=False).astype(float)
+    response = successes.column("response_ms").to_numpy(zero_copy_only=False).astype(float)
+    index = np.clip(np.floor(np.maximum(times, 0) / window_s).astype(int), 0, windows - 1)
+    series = []
+    for window in range(windows):
+        values = response[index == window]
+        series.append({"t": round(window * window_s, 9), "n": int(values.size),
+                       **{q: _quantile(values, q) for q in quantiles}})
+    return series
