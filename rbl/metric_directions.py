@@ -44,6 +44,11 @@ OPEN_LOOP_OBJECTIVES = {
 DEFAULT_OBJECTIVES = {"closed": "totalExecutionTime", "open": "carriedThroughput"}
 
 
+def is_share(metric: str) -> bool:
+    """A fraction of requests or windows (carried throughput, the classes' shares): said in %."""
+    return OPEN_LOOP_OBJECTIVES.get(metric) == "share" or metric.endswith("Share")
+
+
 def objectives_for(open_loop: bool) -> dict[str, str]:
     return OPEN_LOOP_OBJECTIVES if open_loop else CLOSED_LOOP_OBJECTIVES
 

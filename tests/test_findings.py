@@ -183,7 +183,7 @@ def test_the_same_measurements_twice_are_unresolved_by_the_statistics(run, repor
         assert same["ratio"] == 1 and same["difference"] == 0
         assert same["status"] == UNRESOLVED and same["reason"] == "includes none"
         assert same["ci95Low"] < 0 < same["ci95High"]
-        assert "are 1.0x apart in" in same["text"] and "unresolved, the interval includes no difference" in same["text"]
+        assert "are 1.00x apart in" in same["text"] and "unresolved, the interval includes no difference" in same["text"]
     assert "No difference between configurations clears the noise floor" in done.stdout
 
 
@@ -292,7 +292,7 @@ def test_an_effect_is_a_quotable_sentence_and_its_interval_a_ratio():
 
 
 @pytest.mark.parametrize("low, high, floor, status, reason, ending", [
-    (1.0, 20.0, 0.5, UNRESOLVED, "within the floor", "1.3x apart in total execution time [1.0x, 1.5x]: unresolved, "
+    (1.0, 20.0, 0.5, UNRESOLVED, "within the floor", "1.3x apart in total execution time [1.02x, 1.5x]: unresolved, "
                                                      "within the noise floor of 50%."),
     (-5.0, 20.0, 0.1, UNRESOLVED, "includes none", "[0.9x, 1.5x]: unresolved, the interval includes no difference."),
     (None, None, 0.1, UNRESOLVED, "no interval", "unresolved, too few observations for an interval."),
@@ -328,7 +328,7 @@ def test_higher_is_better_and_other_clients_and_fault_wording():
         "`tenacity.retry multiplier=10ms` [2.4x, 3.6x] (medians 300 and 100)")
     assert fault_phrase({"kind": "delay", "rate": 20, "duration_ms": 200}, 1) == "At 20% delays of 200 ms and 1 user"
     assert fault_phrase({"kind": "abort", "rate": 0, "status": 503}, 5) == "With no faults and 5 users"
-    assert [times(v) for v in (2.34, 1.0, 12.4, 0.01)] == ["2.3x", "1.0x", "12x", "0x"]
+    assert [times(v) for v in (2.34, 1.0, 1.04, 0.93, 12.4, 0.01)] == ["2.3x", "1.00x", "1.04x", "0.93x", "12x", "0x"]
 
 
 def test_find_groups_the_plan_and_uses_each_metrics_floor():

@@ -207,3 +207,71 @@ def test_the_first_screen_shows_the_verdict_and_the_findings(browser, reports, n
     (tmp_path / "first-screen.png").write_bytes(shot)             # kept by pytest's tmp_path for a look
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(shot[16:20], "big") == WIDTH and int.from_bytes(shot[20:24], "big") == HEIGHT
+
+
+@pytest.fixture(scope="module")
+def example_reports(tmp_path_factory, reports) -> dict[str, Path]:
+    """report.html of the mesh example (every client in one panel) and of the overload example (a
+    pool sweep under open-loop load, its capacity given so nothing is calibrated), small; and the
+    quickstart's from `reports`."""
+    work = tmp_path_factory.mktemp("examples")
+    made = {"quickstart": reports["quickstart"]}
+    for name, overrides in (
+            ("mesh-vs-library", ["--rounds", "2", "--set", "successes=5", "--set", "fault.rate in [0%, 60%]"]),
+            ("overload-pool", ["--rounds", "2", "--set", "load.capacity = 40", "--set", "load.duration = 6s",
+                               "--set", "load.warmup = 2s"])):
+        run = work / name
+        done = rbl("run", EXAMPLES / f"{name}.rbl", *overrides, "-o", run, cwd=work, timeout=600)
+        assert done.returncode == 0, done.stderr
+        done = rbl("report", run, "--resamples", "300", cwd=work)
+        assert done.returncode == 0, done.stderr
+        made[name] = run / "report"
+    return made
+
+
+FIGURES_AND_TABLES = """(() => {
+  const box = element => { const r = element.getBoundingClientRect(); return [r.top, r.bottom, r.left, r.right]; };
+  return {
+    scrollWidth: document.documentElement.scrollWidth, clientWidth: document.documentElement.clientWidth,
+    answer: box(document.querySelector('#recommendation h2')),
+    firstAnswer: box(document.querySelector('#recommendation li')),
+    firstAnswerText: document.querySelector('#recommendation li').innerText,
+    figures: Array.from(document.images).map(i => ({alt: i.alt, shown: i.width, facts: JSON.parse(i.dataset.facts)})),
+    tables: Array.from(document.querySelectorAll('.scroll')).map(d => [d.scrollWidth, d.clientWidth,
+      d.querySelector('table') ? d.querySelector('table').id || d.querySelector('th').innerText : ''])
+  };
+})()"""
+
+
+@pytest.mark.parametrize("name", ["quickstart", "mesh-vs-library", "overload-pool"])
+def test_each_examples_report_answers_first_with_figures_that_answer(browser, example_reports, name):
+    """The recommendation on the first screen; no figure has an axis with one value or text under
+    10 px; no table scrolls sideways at 1280 px; the pool sweep is drawn on a log axis."""
+    session = browser.open((example_reports[name] / "report.html").resolve().as_uri())
+    page = browser.evaluate(session, FIGURES_AND_TABLES)
+    assert page["scrollWidth"] <= page["clientWidth"] <= WIDTH, page
+    for box in ("answer", "firstAnswer"):
+        top, bottom, left, right = page[box]
+        assert 0 <= top < bottom <= HEIGHT and 0 <= left < right <= WIDTH, (box, page[box])
+    answers = json.loads((example_reports[name] / "recommendations.json").read_text())["recommendations"]
+    assert page["firstAnswerText"] == answers[0]["text"].replace("`", "")
+    assert page["figures"], "a report without figures"
+    for figure in page["figures"]:
+        facts = figure["facts"]
+        one_valued = [panel for panel in facts["panels"] if panel["x_values"] < 2]
+        assert facts["panels"] and not one_valued, (figure["alt"], facts)
+        # a point is 1/72 inch of the figure, shown at `shown` px for its width_in inches
+        smallest_px = facts["smallest_text_pt"] / 72 * figure["shown"] / facts["width_in"]
+        assert smallest_px >= 10, (figure["alt"], round(smallest_px, 1), facts)
+    for scroll_width, client_width, table in page["tables"]:
+        assert scroll_width <= client_width, f"table {table!r} is wider than the page at {WIDTH} px"
+    if name == "overload-pool":
+        swept = [figure for figure in page["figures"]
+                 if any(panel["x_label"].startswith("http2MaxRequests") for panel in figure["facts"]["panels"])]
+        assert swept, [figure["alt"] for figure in page["figures"]]
+        for figure in swept:
+            assert {panel["x_scale"] for panel in figure["facts"]["panels"]} == {"log"}, figure
+        assert "http2MaxRequests=" in page["firstAnswerText"], page["firstAnswerText"]     # names a limit
+    if name == "mesh-vs-library":                # every client in the same panel: one y scale
+        per_metric = [figure for figure in page["figures"] if figure["alt"] == "total execution time (ms)"]
+        assert len(per_metric) == 1 and len(per_metric[0]["facts"]["panels"]) == 1, per_metric

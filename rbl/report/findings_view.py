@@ -8,8 +8,10 @@ import re
 from markupsafe import Markup, escape
 from rich.console import Console
 
+from ..metric_directions import is_share
 from .findings import EFFECT, UNCHECKED, UNRESOLVED, Finding, direction
 from .labels import METRIC_TITLES, Labeller, load_text, plural, target_phrase
+from .terminal_text import print_indented
 
 
 def fault_phrase(fault: dict, users: int, scenario: dict | None = None) -> str:
@@ -32,9 +34,12 @@ def fault_phrase(fault: dict, users: int, scenario: dict | None = None) -> str:
 
 
 def times(value: float) -> str:
-    """2.3x, 1.0x, 12x; 0x for an interval's end cut at 0."""
+    """2.3x, 1.04x, 12x; 0x for an interval's end cut at 0. Near 1 two decimals: "1.0x faster" says
+    nothing of a 4% difference."""
     if value < 0.05:
         return "0x"
+    if 0.895 <= value < 1.095:
+        return f"{value:.2f}x"
     return f"{value:.1f}x" if value < 9.95 else f"{value:.0f}x"
 
 
@@ -87,7 +92,17 @@ def _medians(finding: Finding) -> str:
     first, second = finding.result.a.median, finding.result.b.median
     if direction(finding.metric) == "none":
         first, second = second, first
+    if is_share(finding.metric):                 # 91.4% and 100%, not 0.914 and 1
+        return f"medians {_percent(first)} and {_percent(second)}"
     return f"medians {_number(first)} and {_number(second)}{_unit(finding.metric)}"
+
+
+def difference_text(finding: Finding) -> str:
+    """How far apart the two medians are: `184`, `12.5 ms`, or for a share `66.7 points`."""
+    difference = abs(finding.result.difference)
+    if is_share(finding.metric):
+        return f"{difference * 100:.3g} points"
+    return f"{_number(difference)}{_unit(finding.metric)}"
 
 
 def _number(value: float) -> str:
@@ -119,7 +134,7 @@ def _sentence(finding: Finding, labeller: Labeller) -> str:
     if ratio is None:                                    # a median of 0: no ratio to speak of
         verdict = {EFFECT: f"above the noise floor of {_percent(finding.floor or 0)}",
                    UNCHECKED: "no noise floor to check it against"}.get(finding.status, "unresolved")
-        return (f"{where}, `{one}` and `{other}` differ by {abs(finding.result.difference):.3g}"
+        return (f"{where}, `{one}` and `{other}` differ by {difference_text(finding)}"
                 f"{_unit(finding.metric)} in {_noun(finding.metric)} ({_medians(finding)}); {verdict}.")
     phrase, top, bottom = _comparison(finding.metric, times(ratio))
     many = finding.configurations > 2
@@ -213,17 +228,16 @@ def print_findings(shown: dict, console: Console, explain: bool) -> None:
     comparisons as one line unless `explain`."""
     console.print("[bold]Findings[/bold]: " + _escaped(shown["headline"]), highlight=False)
     for item in shown["effects"] + shown["unchecked"]:
-        console.print(f"  - {_escaped(item['text'])}", highlight=False)
+        print_indented(console, item["text"], bullet="- ")
     if shown["unresolved"]:
         if explain:
-            console.print(f"  {_escaped(shown['unresolved_line'])}:", highlight=False)
+            print_indented(console, f"{shown['unresolved_line']}:")
             for item in shown["unresolved"]:
-                console.print(f"  - {_escaped(item['text'])}", highlight=False)
+                print_indented(console, item["text"], bullet="- ")
         else:
-            console.print(f"  {_escaped(shown['unresolved_line'])}: listed with `--explain` and in report.html.",
-                          highlight=False)
+            print_indented(console, f"{shown['unresolved_line']}: listed with `--explain` and in report.html.")
     if shown["rounds_line"]:
-        console.print(f"  {_escaped(shown['rounds_line'])}", highlight=False)
+        print_indented(console, shown["rounds_line"])
 
 
 def _escaped(text: str) -> str:

@@ -47,10 +47,24 @@ def print_keyed_table(console: Console, title: str, label_header: str, columns: 
         console.print(table)
         return
     keys = {label: key_name(i) for i, label in enumerate(dict.fromkeys(label for label, _ in rows))}
-    console.print(_table(title, "key", columns, rows, keys))
+    # still too wide with keys: the last columns are left out (never an interval cut in two), and said so
+    shown = len(columns)
+    while shown > 1 and _drawn_width(console, _table(title, "key", columns[:shown], _first(rows, shown), keys)) \
+            > console.width:
+        shown -= 1
+    console.print(_table(title, "key", columns[:shown], _first(rows, shown), keys))
+    if shown < len(columns):
+        left_out = ", ".join(column.header for column in columns[shown:])
+        console.print(f"({len(columns) - shown} column{'s' if len(columns) - shown > 1 else ''} left out to fit "
+                      f"{console.width} columns: {left_out}; a wider terminal, or COLUMNS=200, shows them)",
+                      highlight=False, markup=False)
     console.print(f"{label_header}:", highlight=False)
     for label, key in keys.items():
         console.print(f"  {key:>3}  {label}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _first(rows, count: int):
+    return [(label, cells[:count]) for label, cells in rows]
 
 
 def _table(title: str, label_header: str, columns: list[NumberColumn], rows, keys: dict | None) -> Table:

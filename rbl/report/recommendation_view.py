@@ -6,9 +6,11 @@ from __future__ import annotations
 from rich.console import Console
 
 from ..metric_directions import objective_text
-from .findings_view import _comparison, _escaped, _interval, _medians, _percent, fault_phrase, html, times
+from .findings_view import (_comparison, _escaped, _interval, _medians, _percent, difference_text, fault_phrase,
+                            html, times)
 from .labels import METRIC_TITLES, Labeller, plural
 from .recommendation import MAX_ROUNDS_SAID, Recommendation
+from .terminal_text import print_indented
 
 
 def headline(objective: dict) -> str:
@@ -38,7 +40,7 @@ def sentence(rec: Recommendation, labeller: Labeller) -> str:
     runner_up = f"`{labeller.label(finding.worst.scenario)}`"
     ratio = finding.ratio
     if ratio is None:
-        comparison = f"it differs from the runner-up {runner_up} by {abs(finding.result.difference):.3g}"
+        comparison = f"it differs from the runner-up {runner_up} by {difference_text(finding)}"
     else:
         comparison = f"it {_comparison(finding.metric, times(ratio))[0]} the runner-up {runner_up}"
     evidence = f"{comparison}{_interval(finding)} ({_medians(finding)})"
@@ -81,4 +83,4 @@ def print_recommendations(shown: dict, console: Console) -> None:
         return
     console.print("[bold]" + _escaped(shown["headline"]) + "[/bold]:", highlight=False)
     for item in shown["items"]:
-        console.print(f"  - {_escaped(item['text'])}", highlight=False)
+        print_indented(console, item["text"], bullet="- ")

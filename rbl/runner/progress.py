@@ -60,7 +60,9 @@ class RunProgress:
         label = self._labeller.label(scenario) if self._labeller else scenario["client"]
         # the load generator's scenarios have one nominal user: say their load instead
         who = load_text(scenario) if "load" in scenario else plural(scenario["users"], "user")
-        return (f"scenario {scenario['index'] + 1}/{self.plan_size} round {round_number}/{self.rounds}: "
+        # --until-resolved runs rounds past the plan's count for the cells not resolved yet
+        which = f"{round_number}/{self.rounds}" if round_number <= self.rounds else f"{round_number} (until resolved)"
+        return (f"scenario {scenario['index'] + 1}/{self.plan_size} round {which}: "
                 f"{label}, {fault['kind']} {fault['rate']:g}%, {who}" + target_phrase(scenario))
 
     def round_started(self, scenario: dict, round_number: int) -> None:
