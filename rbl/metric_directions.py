@@ -59,8 +59,14 @@ def bound_text(bound: dict, titles: dict | None = None) -> str:
     unit = OPEN_LOOP_OBJECTIVES.get(bound["metric"]) or CLOSED_LOOP_OBJECTIVES.get(bound["metric"], "number")
     limit = bound["limit"]
     value = f"{limit:g} ms" if unit == "ms" else f"{limit * 100:g}%" if unit == "share" else f"{limit:g}"
-    name = (titles or {}).get(bound["metric"], bound["metric"])
+    name = (titles or {}).get(bound["metric"], bound["metric"]).replace(" (ms)", "")   # the value says ms
     return f"{name} {'at least' if bound['op'] == '>=' else 'at most'} {value}"
+
+
+def value_text(metric: str, value: float) -> str:
+    """A measured value in its bound's unit: `6139 ms`, `85.5%`, `12.3`."""
+    unit = OPEN_LOOP_OBJECTIVES.get(metric) or CLOSED_LOOP_OBJECTIVES.get(metric, "number")
+    return f"{value:.4g} ms" if unit == "ms" else f"{value * 100:.3g}%" if unit == "share" else f"{value:.4g}"
 
 
 def objective_text(record: dict, titles: dict | None = None) -> str:

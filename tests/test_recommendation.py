@@ -259,6 +259,13 @@ def test_a_run_until_resolved_adds_rounds_where_the_answer_needs_them(tmp_path: 
     done = run_rbl("run", "spec.rbl", "-o", "run", "--until-resolved", "--max-rounds", "6", cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "until resolved: stopped, " in done.stderr, done.stderr
+    # without --report the run ends with its answer, the one `rbl report` gives first
+    report = run_rbl("report", "run", cwd=tmp_path, timeout=300)
+    answer = json.loads((tmp_path / "run" / "report" / "recommendations.json").read_text())["recommendations"]
+    assert "Which configuration to deploy" in done.stdout and answer, done.stdout
+    flat = " ".join(done.stdout.split())
+    assert all(" ".join(item["text"].split()) in flat for item in answer), (flat, answer)
+    assert report.returncode == 0, report.stderr
     header = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert header["rounds"] == 6 and header["until_resolved"] == {"rounds": 3}
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]

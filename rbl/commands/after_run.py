@@ -15,6 +15,21 @@ def maybe_report(run_dir: Path, console, code: int, wanted: bool) -> int:
         made = build_report(run_dir, None, None, console)
         console.print(f"report: {made.out_dir / 'report.html'}", highlight=False)
     else:
+        if _until_resolved(run_dir):        # the question it ran for is answered here, the rest by the report
+            import sys
+            from rich.console import Console
+            from ..report.answer import print_answer
+            from ..report.keyed_table import output_width
+            # on stdout, after the summary table: the run's result, as the summary is
+            print_answer(run_dir, Console(file=sys.stdout, width=output_width(sys.stdout, 160)))
         console.print(f"next: `rbl report {run_dir}` for medians with 95% CIs, figures and an HTML report",
                       highlight=False, markup=False)
     return code
+
+
+def _until_resolved(run_dir: Path) -> bool:
+    import json
+    try:
+        return "until_resolved" in json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False

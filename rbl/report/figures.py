@@ -105,13 +105,13 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
         ax.set_xlabel("fault rate (%)" if against == "fault" else "virtual users", fontsize=SMALLEST_TEXT_PT + 1)
         if index % columns == 0:
             ax.set_ylabel(title, fontsize=SMALLEST_TEXT_PT + 1)
-    _legend(figure, grid.flat[0], grid.flat[:len(panels)], columns)
+    _legend(list(grid.flat[:len(panels)]), columns)
     figure.suptitle(f"{header['name']}: {title}, median and 95% CI", fontsize=11)
     figure.tight_layout(rect=(0, 0, 1, 0.96))
     return figure
 
 
-def _legend(figure: Figure, first, axes, columns: int) -> None:
+def _legend(axes: list, columns: int) -> None:
     """One legend for every panel, right of the first row: a configuration is drawn alike in all."""
     handles, names = [], []
     for ax in axes:
@@ -120,7 +120,7 @@ def _legend(figure: Figure, first, axes, columns: int) -> None:
                 handles.append(handle)
                 names.append(name)
     if handles:
-        last_of_row = list(axes)[min(columns, len(list(axes))) - 1]
+        last_of_row = axes[min(columns, len(axes)) - 1]
         last_of_row.legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=SMALLEST_TEXT_PT,
                            frameon=False, title="configurations", title_fontsize=SMALLEST_TEXT_PT)
 

@@ -13,9 +13,9 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..metric_directions import DEFAULT_OBJECTIVES, bound_text, direction
+from ..metric_directions import DEFAULT_OBJECTIVES, bound_text, direction, value_text
 from ..plan_records import is_open_loop
-from .cells import Cell
+from .cells import METRIC_TITLES, Cell
 from .findings import EFFECT, UNCHECKED, Finding, Group, group_of
 from .noise import NoiseCheck, compare
 from .stats import interval_method
@@ -107,14 +107,20 @@ def _ineligible(cell: Cell, objective: dict) -> str | None:
     if cell.failed_rounds:
         return "failed rounds"
     if cell.estimates[objective["metric"]].median is None:
-        return f"{objective['metric']} not measured"
+        return f"{_name(objective['metric'])} not measured"
     for bound in objective["bounds"]:
         median = cell.estimates[bound["metric"]].median
         if median is None:
-            return f"{bound['metric']} not measured"
+            return f"{_name(bound['metric'])} not measured"
         if (median > bound["limit"]) if bound["op"] == "<=" else (median < bound["limit"]):
-            return f"outside the bound ({bound_text(bound)}; median {median:.4g})"
+            titles = {bound["metric"]: _name(bound["metric"])}
+            return f"outside the bound ({bound_text(bound, titles)}; median {value_text(bound['metric'], median)})"
     return None
+
+
+def _name(metric: str) -> str:
+    """A metric's label without its unit, which the value beside it carries: `p99 of successful response time`."""
+    return METRIC_TITLES.get(metric, metric).replace(" (ms)", "")
 
 
 def _leader_against_runner_up(leader: Cell, runner_up: Cell, metric: str, check: NoiseCheck, method: str,
