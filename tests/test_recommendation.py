@@ -6,6 +6,7 @@ objective's bounds, and its "about N rounds" advice resolves the question when f
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -266,6 +267,8 @@ def test_a_run_until_resolved_adds_rounds_where_the_answer_needs_them(tmp_path: 
     flat = " ".join(done.stdout.split())
     assert all(" ".join(item["text"].split()) in flat for item in answer), (flat, answer)
     assert report.returncode == 0, report.stderr
+    html = (tmp_path / "run" / "report" / "report.html").read_text()
+    assert re.search(r"3(-[4-6])? rounds \(until resolved, at most 6\) x ", html), html[:2000]
     header = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert header["rounds"] == 6 and header["until_resolved"] == {"rounds": 3}
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]

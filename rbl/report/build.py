@@ -114,7 +114,7 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
                        failed_rounds=failed or "none",
                        design_notes=(notes := design_notes(header, manifest, cells, metrics, include_warmup)),
                        spin_dependent=spin_dependent(metrics, cells), noise=noise, findings=findings,
-                       recommendations=recommendations,
+                       recommendations=recommendations, rounds_text=rounds_text(header, cells),
                        hosts=hosts(manifest))
     html_path = out_dir / "report.html"
     html_path.write_text(html, encoding="utf-8")
@@ -129,6 +129,15 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
     return Report(output.path, files, records)
+
+
+def rounds_text(header: dict, cells: list) -> str:
+    """`3 rounds`, or for a run until resolved the rounds it took: `3-6 rounds (until resolved, at most 20)`."""
+    if "until_resolved" not in header:
+        return f"{header['rounds']} round{'s' if header['rounds'] != 1 else ''}"
+    counts = [len(cell.rounds) for cell in cells if cell.rounds] or [0]
+    low, high = min(counts), max(counts)
+    return f"{low}{'' if low == high else f'-{high}'} rounds (until resolved, at most {header['rounds']})"
 
 
 def _metric_figure(header: dict, cells: list, metric: str):
