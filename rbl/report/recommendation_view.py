@@ -75,7 +75,7 @@ def view(recommendations: list[Recommendation], labeller: Labeller, objective: d
     items = [{"status": rec.status, "text": sentence(rec, labeller)} for rec in recommendations]
     for item in items:
         item["html"] = html(item["text"])
-    return {"headline": headline(objective), "items": items}
+    return {"headline": headline(objective), "headline_html": html(headline(objective)), "items": items}
 
 
 def print_recommendations(shown: dict, console: Console) -> None:
