@@ -298,3 +298,18 @@ def test_running_until_resolved_refuses_what_it_cannot_do(tmp_path: Path, args, 
     done = run_rbl("run", "spec.rbl", "-o", "run", *args, cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_plan_estimates_a_run_until_resolved_and_refuses_as_run_does(tmp_path: Path):
+    (tmp_path / "spec.rbl").write_text(SPEC % "")
+    done = run_rbl("plan", "spec.rbl", "--until-resolved", "--max-rounds", "6", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("until resolved:"))
+    first, most = re.findall(r"about ([\d.]+) (s|min)", line)
+    assert "3 rounds of every scenario first" in line and "at most 6 " in line, line
+    seconds = lambda value, unit: float(value) * (60 if unit == "min" else 1)  # noqa: E731
+    assert seconds(*most) > 1.5 * seconds(*first), line                # twice the rounds, more than 1.5x the time
+    for args, message in ((["--max-rounds", "5"], "--max-rounds bounds --until-resolved"),
+                          (["--until-resolved", "--max-rounds", "2"], "--max-rounds 2 is fewer than the 3 rounds")):
+        refused = run_rbl("plan", "spec.rbl", *args, cwd=tmp_path, timeout=120)
+        assert refused.returncode == 2 and message in refused.stderr and not refused.stdout, refused.stderr

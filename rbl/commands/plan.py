@@ -21,6 +21,12 @@ def plan(spec: Path = SpecArg,
                                                       help="Milliseconds one request takes on the machine that "
                                                            "will run the plan, for the estimated duration "
                                                            "[default: 1.6; `rbl run --dry-run` measures it]."),
+         until_resolved: bool = typer.Option(False, "--until-resolved",
+                                             help="Estimate `rbl run --until-resolved`: every scenario's first "
+                                                  "rounds, and at most --max-rounds."),
+         max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, max=1000, metavar="N",
+                                                  help="--until-resolved: the most rounds per scenario "
+                                                       "[default: 20]."),
          rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
     """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, the runs and an
     estimated duration."""
@@ -32,6 +38,10 @@ def plan(spec: Path = SpecArg,
         typer.echo(json.dumps(mapping_json(space), indent=2) if json_output else mapping_text(space))
         return
     header = plan_header(space)
+    if max_rounds is not None and not until_resolved:
+        from ..errors import UsageError
+        raise UsageError("--max-rounds bounds --until-resolved", hint="add --until-resolved, or give --rounds")
+    resolved_line = _until_resolved_line(space, header, request_time, max_rounds) if until_resolved else None
     expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time,
                         target_restarts(header))
     from .first_run import first_run_costs
@@ -52,8 +62,24 @@ def plan(spec: Path = SpecArg,
     else:                                  # open loop: a round lasts its load's duration, not its requests
         typer.echo(f"time    = about {duration_text(expected.seconds)} (each round its load's duration, "
                    "and its drain)")
+    if resolved_line:
+        typer.echo(resolved_line)
     if first:
         typer.echo(f"          + about {duration_text(extra_s)} before the first round on this machine: "
                    + ", ".join(what for _, what in first))
     if space.overrides:
         typer.echo(f"overrides: {', '.join(space.overrides)}")
+
+
+def _until_resolved_line(space, header: dict, request_time: float | None, max_rounds: int | None) -> str:
+    """What `rbl run --until-resolved` would take: its first rounds, then at most --max-rounds."""
+    from ..estimate import duration_text, estimate, sample_space, target_restarts
+    from ..runner.until_resolved import DEFAULT_FIRST_ROUNDS, until_resolved_header
+    from .run import DEFAULT_MAX_ROUNDS
+    most = until_resolved_header(header, max_rounds or DEFAULT_MAX_ROUNDS)["rounds"]      # refuses too few
+    first = max(space.rounds, DEFAULT_FIRST_ROUNDS)
+    took = {n: estimate(sample_space(space), space.size, n + space.warmup, request_time,
+                        target_restarts(header)).seconds for n in (first, most)}
+    return (f"until resolved: {first} rounds of every scenario first (about {duration_text(took[first])}), then "
+            f"one more at a time where the answer is not resolved: at most {most} (about "
+            f"{duration_text(took[most])} if every scenario needed them)")
