@@ -108,7 +108,8 @@ def test_the_report_draws_the_time_series_and_the_cdf(spike_run):
     report = run / "report"
     html = (report / "report.html").read_text()
     for name, heading in (("overload-classes", "Response classes over time"),
-                          ("overload-cdf", "Successful response time, CDF")):
+                          ("overload-cdf", "Response time CDF: successful requests, and all requests"),
+                          ("overload-percentiles", "Response time percentiles over time")):
         assert (report / f"{name}.png").stat().st_size > 10_000
         assert f"<h2>{heading}" in html
     assert "0.25 CPU (cgroup" in stderr or "NOT enforced" in stderr      # the budget, and whether it holds
