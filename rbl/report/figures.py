@@ -111,14 +111,20 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Figure:
     return figure
 
 
-def _legend(axes: list, columns: int) -> None:
-    """One legend for every panel, right of the first row: a configuration is drawn alike in all."""
+def legend_entries(axes) -> tuple[list, list]:
+    """Every panel's legend handles and names, each name once, in the order first drawn."""
     handles, names = [], []
     for ax in axes:
         for handle, name in zip(*ax.get_legend_handles_labels()):
             if name not in names:
                 handles.append(handle)
                 names.append(name)
+    return handles, names
+
+
+def _legend(axes: list, columns: int) -> None:
+    """One legend for every panel, right of the first row: a configuration is drawn alike in all."""
+    handles, names = legend_entries(axes)
     if handles:
         last_of_row = axes[min(columns, len(axes)) - 1]
         last_of_row.legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=SMALLEST_TEXT_PT,

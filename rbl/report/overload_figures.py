@@ -34,7 +34,8 @@ from ..store.open_metrics import (class_time_series, open_loop_metrics, response
                                   windowed_percentiles)
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
-from .figures import PALETTE, MARKERS, plain_log_ticks, subplots, figure_entry, figure_facts, write_figure
+from .figures import (MARKERS, PALETTE, figure_entry, figure_facts, legend_entries, plain_log_ticks, subplots,
+                      write_figure)
 from .tradeoff_figure import tradeoff_figure
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
 
@@ -165,6 +166,11 @@ def _grid(cells: list[Cell], labeller: Labeller, varying: set[str]) -> tuple[lis
     return rows, columns
 
 
+def _condition_groups(columns: list[str]) -> list[list[str]]:
+    """The conditions cut into figures of at most COLUMNS_PER_FIGURE each."""
+    return [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+
+
 def _warmup_s(cell: Cell, table: pa.Table) -> float | None:
     declared = _number(load_of(cell.scenario).get("warmup_s"))
     if declared is not None:
@@ -186,7 +192,7 @@ def class_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller
                        varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
     """A plan per group of up to COLUMNS_PER_FIGURE conditions (each builds its figure)."""
     rows, columns = _grid(cells, labeller, varying)
-    groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+    groups = _condition_groups(columns)
     return [partial(_class_figure, header, cells, per_cell, labeller, varying, rows, group, number, len(groups))
             for number, group in enumerate(groups, 1)]
 
@@ -246,7 +252,7 @@ def cdf_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: 
                      varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
     """A plan per group of up to COLUMNS_PER_FIGURE conditions (each builds its CDF figure)."""
     _, columns = _grid(cells, labeller, varying)
-    groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+    groups = _condition_groups(columns)
     return [partial(_cdf_figure, header, cells, per_cell, labeller, varying, group, number, len(groups))
             for number, group in enumerate(groups, 1)]
 
@@ -290,7 +296,7 @@ def _cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Label
         grid[row][0].set_ylabel(ylabel, fontsize=8)
     for ax in grid[-1]:
         ax.set_xlabel("response time from scheduled send (ms, log)", fontsize=8)
-    handles, names = _legend(grid.flat)
+    handles, names = legend_entries(grid.flat)
     if handles:
         grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
     part = f" ({number} of {groups})" if groups > 1 else ""
@@ -307,7 +313,7 @@ PERCENTILES = ((0.5, "p50", "-"), (0.95, "p95", "--"), (0.99, "p99", ":"))
 def percentile_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
                             varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
     rows, columns = _grid(cells, labeller, varying)
-    groups = [columns[i:i + COLUMNS_PER_FIGURE] for i in range(0, len(columns), COLUMNS_PER_FIGURE)]
+    groups = _condition_groups(columns)
     return [partial(_percentile_figure, header, cells, per_cell, labeller, varying, rows, group, number, len(groups))
             for number, group in enumerate(groups, 1)]
 
@@ -350,7 +356,7 @@ def _percentile_figure(header: dict, cells: list[Cell], per_cell: dict, labeller
         row[0].set_ylabel("successful response (ms, log)", fontsize=8)
     for ax in grid[-1]:
         ax.set_xlabel("scheduled send time (s)", fontsize=8)
-    handles, names = _legend(grid.flat)
+    handles, names = legend_entries(grid.flat)
     height = figure.get_figheight()
     figure.legend(handles, names, loc="upper center", ncol=4, fontsize=8, frameon=False,
                   bbox_to_anchor=(0.5, 1 - 0.35 / height))
@@ -367,16 +373,6 @@ def geometric(values: list[float]) -> bool:
     """Whether swept values are spaced by factors (1, 20, 1024) rather than steps: all positive, a
     range of 10x or more, and at most 8 of them (each gets its own tick)."""
     return 2 <= len(values) <= 8 and values[0] > 0 and values[-1] / values[0] >= 10
-
-
-def _legend(axes) -> tuple[list, list]:
-    handles, names = [], []
-    for ax in axes:
-        for handle, name in zip(*ax.get_legend_handles_labels()):
-            if name not in names:
-                handles.append(handle)
-                names.append(name)
-    return handles, names
 
 
 def round_values(cell: Cell, table: pa.Table, metric: str) -> list[float]:
@@ -450,7 +446,7 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
             ax.set_yscale("log")
             plain_log_ticks(ax.yaxis)
             ax.tick_params(which="both", labelsize=8)
-    handles, names = _legend(grid[0])
+    handles, names = legend_entries(grid[0])
     if handles:
         grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
     figure.suptitle(f"{header['name']}: overload metrics against {title}, median and range over rounds", fontsize=11)
