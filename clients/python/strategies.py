@@ -29,12 +29,17 @@ def _identity(fn: Call) -> Call:
     return fn
 
 
-# The largest duration (seconds) or factor a parameter may have: far beyond any useful value, but
-# small enough for datetime arithmetic (pybreaker) and float powers; max_duration_ms bounds the job.
-MAX_PARAMETER = 1e9
+# The largest value a parameter may have, as rbl's catalogue bounds it (rbl/libraries/catalogue.py
+# CEILINGS; tests/test_parameter_bounds.py checks they agree): a duration (seconds), a factor, a count.
+MAX_SECONDS = 1e6
+MAX_FACTOR = 1e9
+MAX_COUNT = 2**31 - 1
 
 
-def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str, ...] = ()) -> dict:
+def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str, ...] = (),
+            durations: tuple[str, ...] = (), max_count: int = MAX_COUNT) -> dict:
+    """The job's parameters, checked: known names, their types, and each number within its bounds
+    (`positive` ones above 0, the others at least 0)."""
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise JobError(f"unknown parameter(s) {', '.join(unknown)[:200]}; expected {', '.join(allowed)}")
@@ -45,16 +50,16 @@ def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str,
         if not isinstance(value, kinds):
             raise JobError(f"`{name}` has the wrong type: {repr(value)[:60]}")
         if kinds is not bool and kinds is not str:
-            _in_range(name, value, 1 if name in positive else 0, kinds is int)
+            high = max_count if kinds is int else MAX_SECONDS if name in durations else MAX_FACTOR
+            _in_range(name, value, name in positive, high)
     return params
 
 
-def _in_range(name: str, value: float, low: int, count: bool) -> None:
-    # counts may be as large as 64 bits allow (the request budget bounds them); durations and
-    # factors must be finite (the JSON decoder already refused inf and NaN) and at most MAX_PARAMETER
-    high = (1 << 63) - 1 if count else MAX_PARAMETER
-    if not low <= value <= high:
-        raise JobError(f"`{name}` must be between {low} and {high:g}, got {value!r}")
+def _in_range(name: str, value: float, positive: bool, high: float) -> None:
+    # the JSON decoder already refused inf and NaN
+    if not (value > 0 if positive else value >= 0) or value > high:
+        raise JobError(f"`{name}` must be {'above' if positive else 'at least'} 0 and at most {high:g}, "
+                       f"got {value!r}")
 
 
 _NUMBER = (int, float)
@@ -63,7 +68,8 @@ TENACITY_RETRY = {"stop_after_attempt": int, "wait": str, "wait_fixed": _NUMBER,
 
 
 def tenacity_retry(params: dict) -> Callable[[Call], Call]:
-    p = _params(params, TENACITY_RETRY, positive=("stop_after_attempt",))
+    p = _params(params, TENACITY_RETRY, positive=("stop_after_attempt", "exp_base"),
+                durations=("wait_fixed", "multiplier", "min", "max"))
     waits = {
         "none": lambda: tenacity.wait_none(),
         "fixed": lambda: tenacity.wait_fixed(p.get("wait_fixed", 1)),
@@ -95,7 +101,8 @@ PYBREAKER_CIRCUIT_BREAKER = {"fail_max": int, "reset_timeout": _NUMBER, "success
 
 
 def pybreaker_circuit_breaker(params: dict) -> Callable[[Call], Call]:
-    p = _params(params, PYBREAKER_CIRCUIT_BREAKER, positive=("fail_max", "success_threshold"))
+    p = _params(params, PYBREAKER_CIRCUIT_BREAKER, positive=("fail_max", "success_threshold", "reset_timeout"),
+                durations=("reset_timeout",))
     breaker = pybreaker.CircuitBreaker(fail_max=p.get("fail_max", 5), reset_timeout=p.get("reset_timeout", 60),
                                        success_threshold=p.get("success_threshold", 1),
                                        throw_new_error_on_trip=p.get("throw_new_error_on_trip", True))
@@ -132,7 +139,7 @@ for _allowed in ISTIO_POLICIES.values():
 
 def sidecar_policy(allowed: dict) -> Callable[[dict], Callable[[Call], Call]]:
     def build(params: dict) -> Callable[[Call], Call]:
-        _params(params, allowed)
+        _params(params, allowed, max_count=2**32 - 1)     # Istio's uint32 counts (its own validation)
         return _identity
     return build
 

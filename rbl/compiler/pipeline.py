@@ -14,6 +14,7 @@ from .checks.equivalence import check_equivalence
 from .checks.istio_release import check_istio_release
 from .checks.libraries import check_libraries
 from .checks.mesh import check_mesh_policies
+from .checks.relations import check_relations
 from .checks.neutral import check_lets, check_unused_lets
 from .checks.objective import check_objective
 from .checks.settings import SPACE_SETTINGS, check_settings
@@ -39,6 +40,7 @@ PASSES = (
     check_lets,
     check_clients,
     check_placements,
+    check_relations,
     check_mesh_policies,
     check_istio_release,
     check_unused_lets,

@@ -274,6 +274,22 @@ and cannot be the objective, only bounded. A bound is written in its metric's un
     objective.successP99Ms = 500ms     // ok: p99 of successes at most 500 ms
     objective.successP99Ms = 500       // error: a time needs its unit
 """),
+    "E0233": ("parameters that do not fit together", """
+Some parameters of a pattern depend on each other in a way one parameter's type cannot say: a
+capacity at least its threshold, buckets that divide a window, a setting that applies only beside
+another, two settings that exclude each other. The library (or rbl's client of it) would refuse such
+a configuration, or silently ignore one of the settings, so `rbl check` refuses it, for every
+configuration an axis makes. The message names both parameters.
+
+    client failsafe.circuit_breaker {
+      failureThreshold = 5
+      failureThresholdingCapacity = 3      // error: fewer executions than the failures it counts
+    }
+    client opossum.circuit_breaker {
+      rollingCountTimeout = 10s
+      rollingCountBuckets = 3              // error: 10000 ms is no whole number of ms per bucket
+    }
+"""),
     # ---- E03xx: expansion and assertions ----
     "E0301": ("empty axis", """
 An axis with no values makes the test space empty (Size(S) = 0). Give at least one value.

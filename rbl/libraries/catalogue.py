@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 
@@ -11,7 +12,8 @@ from .composition import SEPARATOR
 from ..lang.diagnostics import Diagnostics
 from ..lang.source import SourceFile, Span
 from ..lang.types import Bound, ParamDef, ParamType, coerce, describe_type
-from ..lang.units import HANDOFF_DURATION_UNITS, HANDOFF_PERCENT_UNITS, TYPE_NAMES, UnitError, handoff
+from ..lang.units import (DURATION_UNITS, HANDOFF_DURATION_UNITS, HANDOFF_PERCENT_UNITS, TYPE_NAMES, UnitError,
+                          Value, handoff)
 
 LIBRARY_SETTINGS = ("platform", "client", "requires", "version", "composition")
 # A client may combine several of the library's patterns (`client lib.retry + timeout {...}`):
@@ -22,6 +24,16 @@ LIBRARY_SETTINGS = ("platform", "client", "requires", "version", "composition")
 COMPOSITIONS = ("policies", "nested")
 NESTED = "nested"
 PRELUDE_NAME = "<prelude>"
+
+# Every numeric parameter of a library has an upper bound: one that declares none gets its type's
+# ceiling, far beyond any useful value and within what every client service holds (a Java int, a
+# duration of 10^6 s in ms, a factor of 10^9). rbl's client services refuse a value beyond the same
+# bound (tests/test_parameter_bounds.py checks every parameter on each of them).
+CEILINGS = {
+    "int": Value("int", 2**31 - 1),
+    "float": Value("float", Fraction(10**9)),
+    "duration": Value("duration", Fraction(10**6 * DURATION_UNITS["s"])),
+}
 
 
 COMPOSED_SEPARATOR = SEPARATOR
@@ -178,6 +190,8 @@ def _param_type(node: ast.TypeExpr, diags: Diagnostics) -> ParamType | None:
         if value is None:
             return None
         bounds.append(Bound(constraint.op, value, constraint.span))
+    if base in CEILINGS and not any(bound.op in ("<", "<=", "==") for bound in bounds):
+        bounds.append(Bound("<=", CEILINGS[base]))
     return ParamType(base, members, tuple(bounds))
 
 

@@ -21,8 +21,13 @@ const { RequestFailed } = require('./target');
 const { CutShort } = require('./guard');
 const { writtenAsFloat } = require('./job');
 
-const MAX_MS = 1e12;                    // far beyond any useful duration; max_duration_ms bounds a job
+// The largest value a parameter may have, as rbl's catalogue bounds it (rbl/libraries/catalogue.py
+// CEILINGS and prelude.rbl; tests/test_parameter_bounds.py checks they agree): a duration (ms), a
+// factor, a count, and opossum's buckets (each an object, rotated on a timer).
+const MAX_MS = 1e9;
 const MAX_FACTOR = 1e9;
+const MAX_INT = 2 ** 31 - 1;
+const MAX_BUCKETS = 1000;
 const TIMER_MAX_MS = 2 ** 31 - 1;       // Node's setTimeout runs a longer delay after 1 ms
 const FALLBACK = Symbol('rbl fallback'); // a fallback policy's value: the call failed and was replaced
 
@@ -61,8 +66,8 @@ function required(params, ...names) {
 }
 
 const number = (low, high) => ({ kind: 'number', low, high });
-const COUNT = { kind: 'int', low: 0, high: Number.MAX_SAFE_INTEGER };
-const POSITIVE_COUNT = { kind: 'int', low: 1, high: Number.MAX_SAFE_INTEGER };
+const COUNT = { kind: 'int', low: 0, high: MAX_INT };
+const POSITIVE_COUNT = { kind: 'int', low: 1, high: MAX_INT };
 const MS = number(0, MAX_MS);
 const oneOf = (...choices) => ({ oneOf: choices });
 const timerMs = ms => Math.min(ms, TIMER_MAX_MS);         // a job ends long before 2^31 ms (24.8 days)
@@ -183,7 +188,7 @@ function cockatielFallback(params) {
 // -- opossum --------------------------------------------------------------------------------------
 const OPOSSUM_BREAKER = {
   errorThresholdPercentage: number(0, 100), resetTimeout: MS, volumeThreshold: COUNT,
-  rollingCountTimeout: number(1, MAX_MS), rollingCountBuckets: POSITIVE_COUNT, timeout: MS,
+  rollingCountTimeout: number(1, MAX_MS), rollingCountBuckets: { kind: 'int', low: 1, high: MAX_BUCKETS }, timeout: MS,
   allowWarmUp: 'bool', capacity: POSITIVE_COUNT,
 };
 

@@ -9,11 +9,14 @@ import (
 	"time"
 )
 
-// The largest duration (ms) or factor a parameter may have: far beyond any useful value, but inside
-// time.Duration; max_duration_ms bounds a job.
+// The largest value a parameter may have, as rbl's catalogue bounds it (rbl/libraries/catalogue.py
+// CEILINGS and prelude.rbl; tests/test_parameter_bounds.py checks they agree): a duration (ms), a
+// factor, a count, and a count that sizes what a pattern keeps in memory (executions remembered).
 const (
-	maxMs     = 1e12
+	maxMs     = 1e9
 	maxFactor = 1e9
+	maxInt    = math.MaxInt32
+	maxWindow = 100_000
 )
 
 // params reads library-native parameters, refusing unknown names, wrong types and values out of range.

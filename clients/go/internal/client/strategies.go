@@ -195,7 +195,7 @@ func failsafeRetry(values map[string]any) (*Instance, error) {
 	builder := retrypolicy.NewBuilder[any]().
 		HandleIf(handled). // any failure (a refusal, a timeout) but a cut-short call
 		ReturnLastFailure().
-		WithMaxAttempts(int(p.integer("maxAttempts", 1, math.MaxInt64, 3)))
+		WithMaxAttempts(int(p.integer("maxAttempts", 1, maxInt, 3)))
 	delay := p.duration("delay", 0)
 	switch {
 	case p.has("delayMin") || p.has("delayMax"):
@@ -203,6 +203,10 @@ func failsafeRetry(values map[string]any) (*Instance, error) {
 		if low <= 0 || high < low {
 			p.fail("`delayMin` and `delayMax` must both be given, with 0 < delayMin <= delayMax")
 		}
+		if p.has("maxDelay") {
+			p.fail("`maxDelay` (a backoff) and `delayMin`/`delayMax` (a random delay) exclude each other")
+		}
+		p.number("delayFactor", math.SmallestNonzeroFloat64, maxFactor, 2) // checked, though only a backoff uses it
 		builder.WithRandomDelay(low, high)
 	case p.has("maxDelay"):
 		maxDelay := p.duration("maxDelay", 0)
@@ -236,17 +240,27 @@ func failsafeBreaker(values map[string]any) (*Instance, error) {
 	builder := circuitbreaker.NewBuilder[any]().
 		HandleIf(handled).
 		WithDelay(p.duration("delay", time.Minute))
-	threshold := uint(p.integer("failureThreshold", 1, math.MaxUint32, 1))
+	threshold := uint(p.integer("failureThreshold", 1, maxWindow, 1))
 	period := p.duration("failureThresholdingPeriod", 0)
 	if p.has("failureThresholdingPeriod") && period < time.Millisecond {
 		// failsafe-go splits the period into 10 buckets and divides the clock by a bucket's length:
 		// under 10 ns that length is 0 and the first call panics
 		p.fail("`failureThresholdingPeriod` must be at least 1 ms, got %s", period)
 	}
+	// a parameter the chosen thresholding ignores is refused, not dropped silently
+	if p.has("failureExecutionThreshold") && !p.has("failureRateThreshold") {
+		p.fail("`failureExecutionThreshold` applies only with `failureRateThreshold`")
+	}
+	if p.has("failureThresholdingCapacity") && p.has("failureThresholdingPeriod") {
+		p.fail("give `failureThresholdingCapacity` (count-based) or `failureThresholdingPeriod` (time-based), not both")
+	}
+	if p.has("successThresholdingCapacity") && !p.has("successThreshold") {
+		p.fail("`successThresholdingCapacity` applies only with `successThreshold`")
+	}
 	switch {
 	case p.has("failureRateThreshold"):
 		rate := p.number("failureRateThreshold", 0, 100, 0) / 100
-		executions := uint(p.integer("failureExecutionThreshold", 1, math.MaxUint32, 1))
+		executions := uint(p.integer("failureExecutionThreshold", 1, maxInt, 1))
 		if period <= 0 {
 			p.fail("`failureRateThreshold` needs `failureThresholdingPeriod` (WithFailureRateThreshold(rate, executions, period))")
 		}
@@ -254,15 +268,15 @@ func failsafeBreaker(values map[string]any) (*Instance, error) {
 	case period > 0:
 		builder.WithFailureThresholdPeriod(threshold, period)
 	default:
-		capacity := uint(p.integer("failureThresholdingCapacity", 1, math.MaxUint32, int64(threshold)))
+		capacity := uint(p.integer("failureThresholdingCapacity", 1, maxWindow, int64(threshold)))
 		if capacity < threshold {
 			p.fail("`failureThresholdingCapacity` must be at least `failureThreshold`")
 		}
 		builder.WithFailureThresholdRatio(threshold, capacity)
 	}
 	if p.has("successThreshold") {
-		successes := uint(p.integer("successThreshold", 1, math.MaxUint32, 1))
-		capacity := uint(p.integer("successThresholdingCapacity", 1, math.MaxUint32, int64(successes)))
+		successes := uint(p.integer("successThreshold", 1, maxWindow, 1))
+		capacity := uint(p.integer("successThresholdingCapacity", 1, maxWindow, int64(successes)))
 		if capacity < successes {
 			p.fail("`successThresholdingCapacity` must be at least `successThreshold`")
 		}
@@ -293,7 +307,7 @@ func failsafeTimeout(values map[string]any) (*Instance, error) {
 func failsafeBulkhead(values map[string]any) (*Instance, error) {
 	p := readParams(values, "maxConcurrency", "maxWaitTime")
 	p.require("maxConcurrency")
-	concurrency := p.integer("maxConcurrency", 1, math.MaxUint32, 1)
+	concurrency := p.integer("maxConcurrency", 1, maxInt, 1)
 	wait := p.duration("maxWaitTime", 0)
 	if p.err != nil {
 		return nil, p.err
@@ -307,7 +321,7 @@ func failsafeRateLimiter(values map[string]any) (*Instance, error) {
 	p := readParams(values, "limiter", "maxExecutions", "period", "maxWaitTime")
 	p.require("maxExecutions", "period")
 	kind := p.choice("limiter", "SMOOTH", "SMOOTH", "BURSTY")
-	executions := p.integer("maxExecutions", 1, math.MaxUint32, 1)
+	executions := p.integer("maxExecutions", 1, maxInt, 1)
 	period := p.duration("period", 0)
 	wait := p.duration("maxWaitTime", 0)
 	if period <= 0 {
@@ -360,7 +374,7 @@ func gobreakerBreaker(values map[string]any) (*Instance, error) {
 		"minRequests", "failureRatio")
 	settings := gobreaker.Settings{
 		Name:         "rbl",
-		MaxRequests:  uint32(p.integer("maxRequests", 0, math.MaxUint32, 0)),
+		MaxRequests:  uint32(p.integer("maxRequests", 0, maxInt, 0)),
 		Interval:     p.duration("interval", 0),
 		BucketPeriod: p.duration("bucketPeriod", 0),
 		Timeout:      p.duration("timeout", 60*time.Second),
@@ -370,13 +384,22 @@ func gobreakerBreaker(values map[string]any) (*Instance, error) {
 	if p.has("timeout") && settings.Timeout <= 0 {
 		p.fail("`timeout` must be above 0 (gobreaker takes 0 as its default, 60 s)")
 	}
+	if settings.BucketPeriod > 0 {
+		// gobreaker keeps interval / bucketPeriod buckets (rounded up): as many as a window may keep
+		if settings.Interval <= 0 {
+			p.fail("`bucketPeriod` needs an `interval` above 0 (the rolling window it divides)")
+		} else if buckets := (settings.Interval + settings.BucketPeriod - 1) / settings.BucketPeriod; buckets > maxWindow {
+			p.fail("`interval` / `bucketPeriod` makes %d buckets; at most %d", int64(buckets), maxWindow)
+		}
+	}
+	// every parameter is checked, also those the other readyToTrip ignores
+	limit := uint32(p.integer("consecutiveFailures", 0, maxInt, 5))
+	least := uint32(p.integer("minRequests", 0, maxInt, 0))
+	ratio := p.number("failureRatio", 0, 1, 0.5)
 	switch p.choice("readyToTrip", "CONSECUTIVE_FAILURES", "CONSECUTIVE_FAILURES", "FAILURE_RATIO") {
 	case "CONSECUTIVE_FAILURES":
-		limit := uint32(p.integer("consecutiveFailures", 0, math.MaxUint32, 5))
 		settings.ReadyToTrip = func(counts gobreaker.Counts) bool { return counts.ConsecutiveFailures > limit }
 	case "FAILURE_RATIO":
-		least := uint32(p.integer("minRequests", 0, math.MaxUint32, 0))
-		ratio := p.number("failureRatio", 0, 1, 0.5)
 		settings.ReadyToTrip = func(counts gobreaker.Counts) bool {
 			return counts.Requests >= least && counts.Requests > 0 &&
 				float64(counts.TotalFailures)/float64(counts.Requests) >= ratio
@@ -398,7 +421,7 @@ func gobreakerBreaker(values map[string]any) (*Instance, error) {
 func backoffRetry(values map[string]any) (*Instance, error) {
 	p := readParams(values, "maxTries", "maxElapsedTime", "backOff", "initialInterval", "randomizationFactor",
 		"multiplier", "maxInterval", "interval")
-	maxTries := uint(p.integer("maxTries", 0, math.MaxUint32, 0))
+	maxTries := uint(p.integer("maxTries", 0, maxInt, 0))
 	maxElapsed := p.duration("maxElapsedTime", backoff.DefaultMaxElapsedTime)
 	kind := p.choice("backOff", "EXPONENTIAL", "EXPONENTIAL", "CONSTANT")
 	initial := p.duration("initialInterval", backoff.DefaultInitialInterval)

@@ -11,9 +11,12 @@ import java.util.Set;
  * not map can never be ignored silently.
  */
 final class Params {
-    /** The largest duration (ms) or factor a parameter may have: far beyond any useful value, but
-     *  small enough for Instant arithmetic in the breaker; max_duration_ms bounds the job. */
-    static final double MAX_PARAMETER = 1e12;
+    /** The largest duration (ms), factor and window a parameter may have, as rbl's catalogue bounds
+     *  them (rbl/libraries/catalogue.py CEILINGS, prelude.rbl; tests/test_parameter_bounds.py checks
+     *  they agree): far beyond any useful value; a window sizes what a breaker keeps in memory. */
+    static final long MAX_MILLIS = 1_000_000_000L;
+    static final double MAX_FACTOR = 1e9;
+    static final int MAX_WINDOW = 100_000;
 
     private final String pattern;
     private final Map<String, Object> values;
@@ -47,20 +50,29 @@ final class Params {
         return (int) value;
     }
 
-    /** A duration in milliseconds, at most MAX_PARAMETER. */
-    long millis(String name, long fallback) {
-        long value = integer(name, fallback);
-        if (value > MAX_PARAMETER) {
-            throw new JobError(pattern + " `" + name + "` must be at most " + (long) MAX_PARAMETER + " ms, got " + value);
+    /** A count that sizes a window Resilience4j allocates whole when it builds the breaker. */
+    int window(String name, int fallback) {
+        int value = count(name, fallback);
+        if (value > MAX_WINDOW) {
+            throw new JobError(pattern + " `" + name + "` must be at most " + MAX_WINDOW + ", got " + value);
         }
         return value;
     }
 
-    /** A duration in nanoseconds, at most MAX_PARAMETER ms. */
+    /** A duration in milliseconds, at most MAX_MILLIS. */
+    long millis(String name, long fallback) {
+        long value = integer(name, fallback);
+        if (value > MAX_MILLIS) {
+            throw new JobError(pattern + " `" + name + "` must be at most " + MAX_MILLIS + " ms, got " + value);
+        }
+        return value;
+    }
+
+    /** A duration in nanoseconds, at most MAX_MILLIS ms. */
     long nanos(String name, long fallback) {
         long value = integer(name, fallback);
-        if (value > MAX_PARAMETER * 1e6) {
-            throw new JobError(pattern + " `" + name + "` must be at most " + (long) (MAX_PARAMETER * 1e6) + " ns, got "
+        if (value > MAX_MILLIS * 1_000_000L) {
+            throw new JobError(pattern + " `" + name + "` must be at most " + MAX_MILLIS * 1_000_000L + " ns, got "
                     + value);
         }
         return value;
@@ -79,8 +91,8 @@ final class Params {
             throw new JobError(pattern + " `" + name + "` must be a number, got " + Job.shown(value));
         }
         double result = number.doubleValue();
-        if (!(result >= 0 && result <= MAX_PARAMETER)) {
-            throw new JobError(pattern + " `" + name + "` must be between 0 and " + MAX_PARAMETER + ", got " + result);
+        if (!(result >= 0 && result <= MAX_FACTOR)) {
+            throw new JobError(pattern + " `" + name + "` must be between 0 and " + MAX_FACTOR + ", got " + result);
         }
         return result;
     }

@@ -94,13 +94,21 @@ final class Strategies {
         if (maxAttempts < 1) {
             throw new JobError("retry `maxAttempts` must be >= 1, got " + maxAttempts);
         }
+        // every parameter is checked as Resilience4j checks it, also those the chosen kind ignores
+        if (initialInterval < 1 || (maxInterval != null && maxInterval < 1)) {
+            throw new JobError("retry `initialIntervalMillis` and `maxIntervalMillis` must be >= 1 ms");
+        }
+        if (!(multiplier > 0) || randomization > 1) {
+            throw new JobError("retry `multiplier` must be above 0 and `randomizationFactor` at most 1");
+        }
         IntervalFunction interval = switch (kind) {
-            case "FIXED" -> IntervalFunction.of(Duration.ofMillis(waitDuration));
+            // no wait at all is RetryConfig's waitDuration(0); IntervalFunction.of refuses under 1 ms
+            case "FIXED" -> waitDuration == 0 ? attempt -> 0L : IntervalFunction.of(Duration.ofMillis(waitDuration));
+            case "RANDOMIZED" -> waitDuration == 0 ? attempt -> 0L : IntervalFunction.ofRandomized(waitDuration, randomization);
             case "EXPONENTIAL_BACKOFF" -> maxInterval == null
                     ? IntervalFunction.ofExponentialBackoff(initialInterval, multiplier)
                     : IntervalFunction.ofExponentialBackoff(initialInterval, multiplier, maxInterval);
             case "EXPONENTIAL_EXACT" -> exponentialExact(initialInterval, multiplier, maxInterval);
-            case "RANDOMIZED" -> IntervalFunction.ofRandomized(waitDuration, randomization);
             default -> maxInterval == null
                     ? IntervalFunction.ofExponentialRandomBackoff(initialInterval, multiplier, randomization)
                     : IntervalFunction.ofExponentialRandomBackoff(initialInterval, multiplier, randomization, maxInterval);
@@ -152,10 +160,10 @@ final class Strategies {
                     .slowCallDurationThreshold(Duration.ofMillis(p.millis("slowCallDurationThreshold", 60_000)))
                     .slidingWindowType(SlidingWindowType.valueOf(
                             p.choice("slidingWindowType", "COUNT_BASED", List.of("COUNT_BASED", "TIME_BASED"))))
-                    .slidingWindowSize(p.count("slidingWindowSize", 100))
+                    .slidingWindowSize(p.window("slidingWindowSize", 100))
                     .minimumNumberOfCalls(p.count("minimumNumberOfCalls", 100))
                     .waitDurationInOpenState(Duration.ofMillis(p.millis("waitDurationInOpenState", 60_000)))
-                    .permittedNumberOfCallsInHalfOpenState(p.count("permittedNumberOfCallsInHalfOpenState", 10))
+                    .permittedNumberOfCallsInHalfOpenState(p.window("permittedNumberOfCallsInHalfOpenState", 10))
                     .automaticTransitionFromOpenToHalfOpenEnabled(
                             p.bool("automaticTransitionFromOpenToHalfOpenEnabled", false))
                     .maxWaitDurationInHalfOpenState(Duration.ofMillis(p.millis("maxWaitDurationInHalfOpenState", 0)))
