@@ -208,3 +208,22 @@ def test_a_relation_is_refused_by_check_and_by_the_client_alike(services, monkey
     assert strategy is not None
     for step in strategy if "in [" not in assignments else ():
         assert verdict(services[library], [step]) == (200 if fits else 400), (client, assignments, step)
+
+
+# -- a neutral value is held to the same bounds and relations, once mapped -------------------------
+@pytest.mark.parametrize("client, use, code, fragment", [
+    ("failsafe.circuit_breaker", "circuit_breaker(open_when: consecutive_failures(200000), open_for: 1s, "
+                                 "half_open_permits: 1)", "E0203", "`failureThreshold` would be 200000"),
+    ("resilience4j.circuit_breaker", "circuit_breaker(open_when: consecutive_failures(200000), open_for: 1s, "
+                                     "half_open_permits: 1)", "E0203", "`slidingWindowSize` would be 200000"),
+    ("failsafe.retry", "retry(attempts: 3, backoff: exponential(initial: 10ms, multiplier: 2, max: 500000h))",
+     "E0203", "`maxDelay` would be 1800000000s"),
+    ("failsafe.retry", "retry(attempts: 3, backoff: exponential(initial: 10ms, multiplier: 2, max: 5ms))", None, ""),
+])
+def test_a_neutral_value_maps_only_within_the_native_bounds(client, use, code, fragment):
+    result = compile_source(f"{HEAD}  client {client} {{ use {use} }}\n}}\n", "bounds.rbl")
+    errors = [d for d in result.diagnostics if d.severity == "error"]
+    if code is None:
+        assert not errors, errors
+        return
+    assert [d.code for d in errors] == [code] and fragment in errors[0].message, errors

@@ -145,6 +145,16 @@ def native_number(x: Fraction) -> int | float:
     return x.numerator if x.denominator == 1 else float(x)
 
 
+def taken_back(native: object, base: str, unit: str | None) -> Value:
+    """The typed value a client receives `native` as (handoff's inverse), for a parameter of type base."""
+    if base in ("duration", "percent", "float"):
+        amount = Fraction(str(native))
+        if base == "duration":
+            return Value(base, amount * DURATION_UNITS[unit or "ms"])
+        return Value(base, amount * 100 if unit == "ratio" else amount)
+    return Value(base, native)
+
+
 def handoff(value: Value, unit: str | None) -> object:
     """The library-native JSON value for a typed value (e.g. 20ms `as ms` -> 20)."""
     t, v = value.type, value.v

@@ -190,8 +190,11 @@ def _failsafe(neutral: Neutral, out: _Native) -> None:
         backoff = neutral.backoff
         if backoff.kind == "exponential" and backoff.initial_ms > 0:
             # WithBackoffFactor(delay, maxDelay, factor): min(maxDelay, delay * factor^(k-1)), in nanoseconds
-            out.params.update({"delay": _ms_value(backoff.initial_ms), "delayFactor": float(backoff.multiplier),
-                               "maxDelay": _ms_value(_exponential_cap(neutral))})
+            cap = _exponential_cap(neutral)
+            # failsafe-go needs delay <= maxDelay: a first wait above the cap waits the cap, as does every
+            # later one (the neutral multiplier is at least 1)
+            out.params.update({"delay": _ms_value(min(backoff.initial_ms, cap)), "delayFactor": float(backoff.multiplier),
+                               "maxDelay": _ms_value(cap)})
         else:
             out.params["delay"] = _ms_value(backoff.initial_ms if backoff.kind != "none" else Fraction(0))
         return

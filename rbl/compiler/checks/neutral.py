@@ -12,6 +12,7 @@ from ...neutral.signatures import PATTERN_SIGNATURES, SIGNATURES, CallParam
 from ...lang import ast
 from ..axes import single
 from ..expand import mapped_configurations
+from .relations import native_problem
 from ..space import ClientSpec, NeutralUse, Param
 from ...lang.types import ParamDef, ParamType, suggest
 from ...lang.units import Value
@@ -101,8 +102,15 @@ def neutral_client(ctx: CheckContext, block: ast.Client, library, pattern) -> tu
     call = use.value if name is None else ctx.lets[name][0].value
     neutral = NeutralUse(neutral_pattern, _call_text(call), approximate, (), name)
     probe = ClientSpec("", library, pattern, params, block.span, "user", neutral)
-    gaps = list(dict.fromkeys(f"{gap.what}; closest: {gap.closest}"
-                              for mapped in islice(mapped_configurations(probe), CHECKED_CONFIGURATIONS)
+    configurations = list(islice(mapped_configurations(probe), CHECKED_CONFIGURATIONS))
+    for mapped in configurations:
+        if (problem := native_problem(library, pattern, mapped.native)) is not None:
+            code, why = problem
+            ctx.diags.error(code, f"`{library.name}.{pattern.name}` cannot take this {neutral_pattern}: {why}",
+                            use.value.span, "maps beyond what the library takes",
+                            help="change the neutral value, or configure the client by its native parameters")
+            return None
+    gaps = list(dict.fromkeys(f"{gap.what}; closest: {gap.closest}" for mapped in configurations
                               for gap in mapped.gaps))
     if gaps and not approximate:
         ctx.diags.error("E0504", f"`{library.name}` cannot express this {neutral_pattern} exactly", use.value.span,

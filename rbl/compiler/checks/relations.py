@@ -6,6 +6,9 @@ from __future__ import annotations
 from itertools import product
 from math import prod
 
+from ...lang.types import NUMERIC
+from ...lang.units import taken_back
+from ...libraries.catalogue import LibraryDef, PatternDef
 from ...libraries.composition import SEPARATOR
 from ...libraries.relations import RELATIONS, Relation
 from ..space import ClientSpec, Param
@@ -55,3 +58,23 @@ def _values(param: Param | None) -> list:
     if len(param.values) > MAX_COMBINATIONS:
         return [param.values[0], param.values[len(param.values) - 1]]
     return list(param.values)
+
+
+def native_problem(library: LibraryDef, pattern: PatternDef, native: dict) -> tuple[str, str] | None:
+    """What is wrong with native parameters a neutral value was mapped to, as (code, message): a value
+    beyond its parameter's bounds (E0203) or a broken relation (E0233); None when they fit."""
+    values = {}
+    for name, handed in native.items():
+        param = pattern.params.get(name)
+        if param is None:
+            continue
+        value = taken_back(handed, param.type.base, param.handoff)
+        bound = next((b for b in param.type.bounds if not b.admits(value)), None) \
+            if param.type.base in NUMERIC else None
+        if bound is not None:
+            return "E0203", f"`{name}` would be {value}, and it must be {bound}"
+        values[name] = value.v
+    for relation in RELATIONS.get((library.name, pattern.name), ()):
+        if not relation.holds({name: values.get(name) for name in relation.params}):
+            return "E0233", relation.message
+    return None
