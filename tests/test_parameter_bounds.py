@@ -227,3 +227,13 @@ def test_a_neutral_value_maps_only_within_the_native_bounds(client, use, code, f
         assert not errors, errors
         return
     assert [d.code for d in errors] == [code] and fragment in errors[0].message, errors
+
+
+def test_a_composed_clients_relation_names_its_qualified_parameters():
+    result = compile_source(f"{HEAD}  client failsafe.retry + circuit_breaker {{\n"
+                            "    circuit_breaker.failureThreshold = 5\n"
+                            "    circuit_breaker.failureThresholdingCapacity in [10, 3]\n  }\n}\n", "bounds.rbl")
+    errors = [d for d in result.diagnostics if d.severity == "error"]
+    assert [d.code for d in errors] == ["E0233"], errors
+    assert "circuit_breaker.failureThresholdingCapacity = 3" in errors[0].message
+    assert errors[0].primary.span.line == 8

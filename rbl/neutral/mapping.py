@@ -193,7 +193,8 @@ def _failsafe(neutral: Neutral, out: _Native) -> None:
             cap = _exponential_cap(neutral)
             # failsafe-go needs delay <= maxDelay: a first wait above the cap waits the cap, as does every
             # later one (the neutral multiplier is at least 1)
-            out.params.update({"delay": _ms_value(min(backoff.initial_ms, cap)), "delayFactor": float(backoff.multiplier),
+            out.params.update({"delay": _ms_value(min(backoff.initial_ms, cap)),
+                               "delayFactor": float(backoff.multiplier),
                                "maxDelay": _ms_value(cap)})
         else:
             out.params["delay"] = _ms_value(backoff.initial_ms if backoff.kind != "none" else Fraction(0))

@@ -43,7 +43,8 @@ def _holds(ctx: CheckContext, client: ClientSpec, relation: Relation, params: di
         if relation.holds({name: None if value is None else value.v for name, value in zip(params, combination)}):
             continue
         where = next((p for p in params.values() if p is not None and p.explicit), None)
-        shown = ", ".join(f"{qualified}{name} = {value}" for name, value in zip(params, combination) if value is not None)
+        shown = ", ".join(f"{qualified}{name} = {value}" for name, value in zip(params, combination)
+                          if value is not None)
         ctx.diags.error("E0233", f"{relation.message} (client {client.label}: {shown})",
                         where.span if where is not None and where.span is not None else client.span,
                         "does not fit the other parameters", help=relation.help)
