@@ -174,6 +174,27 @@ def test_the_rounds_it_advises_resolve_the_question_when_followed():
     assert resolved >= 10, (rounds, resolved)
 
 
+def test_the_advice_names_the_option_that_gives_more_rounds():
+    """After a run of fixed rounds, more rounds are `--rounds N`; after a run until resolved, which
+    stopped at its cap, they are `--until-resolved --max-rounds N`."""
+    header, scenarios = plan()
+
+    def close(scenario):
+        if scenario["fault"]["rate"] == 0:
+            return {"totalExecutionTime": 20.0}
+        return {"totalExecutionTime": 50.0 if scenario["config"].get("multiplier") == 0.005 else 56.0}
+    for seed in range(20):
+        found = answer(header, synthetic(header, scenarios, close, 3, np.random.default_rng(300 + seed), 0.15))
+        (faulted,) = [rec for rec in found if rec.group.fault["rate"] == 50]
+        if faulted.status == "cannot tell" and faulted.more_rounds:
+            break
+    else:
+        raise AssertionError("no seed left the question open with advice")
+    n = faulted.more_rounds
+    assert sentence(faulted, Labeller(header)).endswith(f"(`--rounds {n}`).")
+    assert sentence(faulted, Labeller(header), until_resolved=True).endswith(f"(`--until-resolved --max-rounds {n}`).")
+
+
 def test_the_report_says_what_to_deploy_first(tmp_path: Path):
     """A real run: the quickstart's shape, one user count, 2 rounds; the terminal's first line is the
     question, recommendations.json has one answer per fault rate, report.html puts it above the findings."""

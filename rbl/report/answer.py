@@ -25,4 +25,4 @@ def print_answer(run_dir: Path, console: Console) -> None:
     estimate_metrics(cells, metrics, RESAMPLES, SEED)
     check = noise_check(header, cells, metrics, "auto", RESAMPLES, SEED)
     found = recommend(header, cells, check, "auto", RESAMPLES, SEED)
-    print_recommendations(view(found, Labeller(header), objective_of(header)), console)
+    print_recommendations(view(found, Labeller(header), objective_of(header), "until_resolved" in header), console)

@@ -205,7 +205,7 @@ def recommendation_section(header: dict, cells: list, check, method: str, resamp
     objective = objective_of(header)
     found = recommend(header, cells, check, method, resamples, seed)
     labeller = Labeller(header)
-    shown = view(found, labeller, objective)
+    shown = view(found, labeller, objective, "until_resolved" in header)
     records = []
     for rec, item in zip(found, shown["items"]):
         finding = rec.finding

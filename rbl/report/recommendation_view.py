@@ -19,7 +19,12 @@ def headline(objective: dict) -> str:
     return f"Which configuration to deploy, for {objective_text(objective, METRIC_TITLES)} ({how})"
 
 
-def sentence(rec: Recommendation, labeller: Labeller) -> str:
+def rounds_option(rounds: int, until_resolved: bool) -> str:
+    """The option that runs `rounds` rounds per cell again: a run until resolved is capped by --max-rounds."""
+    return f"--until-resolved --max-rounds {rounds}" if until_resolved else f"--rounds {rounds}"
+
+
+def sentence(rec: Recommendation, labeller: Labeller, until_resolved: bool = False) -> str:
     group = rec.group
     where = fault_phrase(group.fault, group.users, {**({"load": group.load} if group.load is not None else {}),
                                                     **({"target": group.target} if group.target is not None else {})})
@@ -65,14 +70,15 @@ def sentence(rec: Recommendation, labeller: Labeller) -> str:
                 f"objective they are about equal{outside}.")
     if finding.reason == "no interval":
         return (f"{lead}; {plural(rounds, 'round')} per cell give{'s' if rounds == 1 else ''} no interval: run "
-                f"{rec.more_rounds} or more (`--rounds {rec.more_rounds}`){outside}.")
+                f"{rec.more_rounds} or more (`{rounds_option(rec.more_rounds, until_resolved)}`){outside}.")
     return (f"{lead}; about {rec.more_rounds} rounds per cell (this run has {rounds}) would likely tell "
-            f"(`--rounds {rec.more_rounds}`){outside}.")
+            f"(`{rounds_option(rec.more_rounds, until_resolved)}`){outside}.")
 
 
-def view(recommendations: list[Recommendation], labeller: Labeller, objective: dict) -> dict:
+def view(recommendations: list[Recommendation], labeller: Labeller, objective: dict,
+         until_resolved: bool = False) -> dict:
     """What report.html and the terminal say, and recommendations.json's sentences."""
-    items = [{"status": rec.status, "text": sentence(rec, labeller)} for rec in recommendations]
+    items = [{"status": rec.status, "text": sentence(rec, labeller, until_resolved)} for rec in recommendations]
     for item in items:
         item["html"] = html(item["text"])
     return {"headline": headline(objective), "headline_html": html(headline(objective)), "items": items}
