@@ -117,23 +117,32 @@ def test_the_report_draws_the_time_series_and_the_cdf(spike_run):
 
 
 def test_a_cpu_budget_holds_its_processes_to_their_share():
-    """A busy loop inside a 0.2-CPU budget gets about a fifth of a core; or the machine says why not."""
-    budget, why = create_budget(f"rbl-test-{os.getpid()}", 0.2)
-    if budget is None:
-        assert why                                # the run reports "NOT enforced: <why>"
-        return
-    burn = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass\nimport resource\n" \
-           "print(resource.getrusage(resource.RUSAGE_SELF).ru_utime)"
-    try:
-        limited = subprocess.run(budget.wrap([sys.executable, "-c", burn]), capture_output=True, text=True, timeout=30)
-        free = subprocess.run([sys.executable, "-c", burn], capture_output=True, text=True, timeout=30)
-    finally:
-        time.sleep(0.1)
-        budget.remove()
-    cpu_limited, cpu_free = float(limited.stdout), float(free.stdout)
-    assert cpu_limited < 0.2 * 1.5 * 1.5                  # at most its quota, with room for accounting
-    assert cpu_limited < cpu_free / 2                     # the same loop, free, took far more
-    assert not budget.path.exists()
+    """A busy loop inside a 0.2-CPU budget gets at most a fifth of a core (with room for accounting);
+    or the machine says why not. The bound tells only if the machine gave the same loop, free, more
+    than that at the same moment: on a busy machine a longer burn is tried before giving up."""
+    cores_asked = 0.2
+    for burn_s in (1.5, 4.5):
+        budget, why = create_budget(f"rbl-test-{os.getpid()}", cores_asked)
+        if budget is None:
+            assert why                                # the run reports "NOT enforced: <why>"
+            return
+        burn = f"import time\nend = time.time() + {burn_s}\nwhile time.time() < end: pass\nimport resource\n" \
+               "print(resource.getrusage(resource.RUSAGE_SELF).ru_utime)"
+        try:
+            limited = subprocess.run(budget.wrap([sys.executable, "-c", burn]), capture_output=True, text=True,
+                                     timeout=60)
+            free = subprocess.run([sys.executable, "-c", burn], capture_output=True, text=True, timeout=60)
+        finally:
+            time.sleep(0.1)
+            budget.remove()
+        assert not budget.path.exists()
+        cpu_limited, cpu_free = float(limited.stdout), float(free.stdout)
+        bound = cores_asked * burn_s * 1.5
+        assert cpu_limited < bound, f"{cpu_limited:.2f} s of CPU in {burn_s} s within a {cores_asked}-CPU budget"
+        if cpu_free > bound:                      # the machine could have given more: the budget held it back
+            return
+    raise AssertionError(f"the machine gave a free loop {cpu_free:.2f} s of CPU in {burn_s} s, no more than the "
+                         f"budget's bound ({bound:.2f} s): too busy to tell whether the budget holds")
 
 
 @pytest.fixture(scope="module")

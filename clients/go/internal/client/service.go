@@ -125,6 +125,9 @@ func (s *Service) instance(job *Job, position int) (*Instance, error) {
 // Run runs one job; gone is closed when its caller leaves. A JobError when its strategy is wrong.
 // maxCalls 0 is a /run job (the paper's loop); 1 is a /call: the same loop, ended after one call.
 func (s *Service) Run(job *Job, gone <-chan struct{}, maxCalls int) (map[string]any, error) {
+	// the job starts before its instances are built: a rate limiter's periods count from its creation,
+	// so they must not begin before the job's clock does (start_us 0)
+	started := time.Now()
 	instances := make([]*Instance, len(job.Strategy))
 	for i := range job.Strategy {
 		instance, err := s.instance(job, i)
@@ -133,10 +136,10 @@ func (s *Service) Run(job *Job, gone <-chan struct{}, maxCalls int) (map[string]
 		}
 		instances[i] = instance
 	}
-	started := time.Now()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	deadline := time.AfterFunc(time.Duration(job.MaxDurationMs)*time.Millisecond, func() { cancel(errMaxDuration) })
+	deadline := time.AfterFunc(time.Until(started.Add(time.Duration(job.MaxDurationMs)*time.Millisecond)),
+		func() { cancel(errMaxDuration) })
 	defer deadline.Stop()
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)

@@ -64,12 +64,15 @@ final class ClientService {
 
     /** A /run job (maxCalls 0), or with maxCalls 1 a /call: the same loop, ended after one call. */
     String run(Job job, BooleanSupplier callerGone, int maxCalls) {
+        // the job starts before its patterns are built: a rate limiter's cycles count from its creation,
+        // so they must not begin before the job's clock does (start_us 0)
+        long startedNs = System.nanoTime();
         List<Strategies.Decorator> decorators = new ArrayList<>();
         try {
             for (int i = 0; i < job.strategy().size(); i++) {
                 decorators.add(decorator(job, i));
             }
-            return run(job, callerGone, maxCalls, decorators);
+            return run(job, callerGone, maxCalls, decorators, startedNs);
         } finally {
             if (job.share().equals("user")) {             // the job's own instances; shared ones stay
                 decorators.forEach(Strategies.Decorator::close);
@@ -77,12 +80,13 @@ final class ClientService {
         }
     }
 
-    private String run(Job job, BooleanSupplier callerGone, int maxCalls, List<Strategies.Decorator> decorators) {
+    private String run(Job job, BooleanSupplier callerGone, int maxCalls, List<Strategies.Decorator> decorators,
+                       long startedNs) {
         CallLog log = new CallLog();
         Target[] target = new Target[1];
         String stoppedBy;
         long started;
-        try (JobGuard guard = new JobGuard(job.maxDurationMs(), job.maxRequests(),
+        try (JobGuard guard = new JobGuard(startedNs, job.maxDurationMs(), job.maxRequests(),
                 () -> log.requests + target[0].requestCount(), callerGone)) {
             started = guard.startedNs;
             target[0] = new Target(job.target().host(), job.target().port(), job.path(), started, guard,

@@ -32,9 +32,9 @@ final class JobGuard implements AutoCloseable {
     private boolean gone;              // guarded by this
     volatile Target target;            // the job's target: a timeout interrupts its request in flight
 
-    /** `sent`: requests the job has sent so far, the call in progress included. */
-    JobGuard(long maxDurationMs, long maxRequests, LongSupplier sent, BooleanSupplier callerGone) {
-        this.startedNs = System.nanoTime();
+    /** `startedNs`: when the job started; `sent`: requests the job has sent so far, the call in progress included. */
+    JobGuard(long startedNs, long maxDurationMs, long maxRequests, LongSupplier sent, BooleanSupplier callerGone) {
+        this.startedNs = startedNs;
         this.deadlineNs = startedNs + maxDurationMs * 1_000_000L;
         this.maxRequests = maxRequests;
         this.sent = sent;
