@@ -145,19 +145,31 @@ def test_a_cpu_budget_holds_its_processes_to_their_share():
                          f"budget's bound ({bound:.2f} s): too busy to tell whether the budget holds")
 
 
+def _pool_rounds(work: Path, rate: str) -> dict:
+    done = run_rbl("run", str(REPO / "examples" / "overload-pool.rbl"), "-o", f"out-{rate[:-1]}", "--rounds", "1",
+                   "--set", "load.duration = 12s", "--set", "load.warmup = 3s", "--set", f"load.rate = {rate}",
+                   cwd=work, timeout=900, env={"XDG_CACHE_HOME": str(work / "cache")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in (work / f"out-{rate[:-1]}" / "results.jsonl").read_text().splitlines()]
+    return {r["config"]["http2MaxRequests"]: {**r, "_cache": str(work / "cache"), "_stderr": done.stderr}
+            for r in rows}
+
+
 @pytest.fixture(scope="module")
 def pool_run(tmp_path_factory) -> list[dict]:
     """examples/overload-pool.rbl small: one 12 s round per limit, at 150% of capacity (the paper's
     120% leaves too small a queue in 12 s to tell the tails apart reliably on a busy machine). Its
-    own cache: the capacity is calibrated first, as on a machine that never measured it."""
+    own cache: the capacity is calibrated first, as on a machine that never measured it. On a busy
+    machine the capacity measured can be below what the target serves a moment later: when the pool of
+    20 then refused nothing and its tail stayed as short as the pool of 1's (no queue formed, where a
+    limit not enforced would show the long tail of 1024), the rounds run again at 300%."""
     work = tmp_path_factory.mktemp("pool")
-    done = run_rbl("run", str(REPO / "examples" / "overload-pool.rbl"), "-o", "out", "--rounds", "1",
-                   "--set", "load.duration = 12s", "--set", "load.warmup = 3s", "--set", "load.rate = 150%",
-                   cwd=work, timeout=900, env={"XDG_CACHE_HOME": str(work / "cache")})
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "calibrating first" in done.stderr and (work / "cache" / "rbl" / "capacity.json").is_file()
-    rows = [json.loads(line) for line in (work / "out" / "results.jsonl").read_text().splitlines()]
-    return {r["config"]["http2MaxRequests"]: {**r, "_cache": str(work / "cache")} for r in rows}
+    rounds = _pool_rounds(work, "150%")
+    assert "calibrating first" in rounds[1]["_stderr"] and (work / "cache" / "rbl" / "capacity.json").is_file()
+    twenty, one = rounds[20], rounds[1]
+    if twenty["circuitBrokenShare"] == 0 and twenty["successP99Ms"] < 2 * one["successP99Ms"]:
+        rounds = _pool_rounds(work, "300%")
+    return rounds
 
 
 def test_the_pool_limits_order_as_the_paper_reports(pool_run):
