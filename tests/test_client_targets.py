@@ -20,8 +20,7 @@ from rbl.compiler.urlpath import MAX_TARGET_LENGTH, TARGET_PATH
 
 from .conformance import hostile
 from .conformance.checks import post
-from .conformance.conftest import client_command
-from .conformance.profiles import PROFILES
+from .conformance.conftest import client_services
 from .conformance.test_fuzz import target_urls
 
 CLIENTS = Path(__file__).resolve().parents[1] / "clients"
@@ -71,23 +70,8 @@ RUNTIMES = ["tenacity", "resilience4j", "cockatiel", "failsafe"]
 
 @pytest.fixture(scope="module")
 def services():
-    started: dict[str, tuple[subprocess.Popen, str]] = {}
-    try:
-        for name in RUNTIMES:
-            process = subprocess.Popen(client_command(PROFILES[name]) + ["--listen", "127.0.0.1:0", "--target",
-                                                                         f"127.0.0.1:{CLOSED_PORT}"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            started[name] = process, ""
-            word, port = process.stdout.readline().split()
-            assert word == "listening", word
-            started[name] = process, f"http://127.0.0.1:{port}"
-        yield {name: url for name, (_, url) in started.items()}
-        for name, (process, _) in started.items():
-            assert process.poll() is None, f"the {name} client service exited with {process.returncode}"
-    finally:
-        for process, _ in started.values():
-            process.terminate()
-            process.wait(timeout=10)
+    with client_services(RUNTIMES, CLOSED_PORT) as urls:
+        yield urls
 
 
 def verdicts(services: dict[str, str], target_url: str) -> dict[str, int]:

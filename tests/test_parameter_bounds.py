@@ -9,7 +9,6 @@ window) are checked the same way, both sides."""
 from __future__ import annotations
 
 import re
-import subprocess
 from fractions import Fraction
 
 import pytest
@@ -22,8 +21,7 @@ from rbl.libraries.catalogue import builtin_libraries
 from rbl.runner.closed_loop import strategy_for
 
 from .conformance.checks import post
-from .conformance.conftest import client_command
-from .conformance.profiles import PROFILES
+from .conformance.conftest import client_services
 
 NUMERIC = ("int", "float", "duration", "percent")
 LIVE = ["tenacity", "pybreaker", "resilience4j", "cockatiel", "opossum", "failsafe", "gobreaker", "backoff"]
@@ -113,23 +111,8 @@ def test_every_numeric_parameter_is_bounded_on_both_sides():
 
 @pytest.fixture(scope="module")
 def services():
-    started: dict[str, tuple[subprocess.Popen, str]] = {}
-    try:
-        for name in LIVE:
-            process = subprocess.Popen(client_command(PROFILES[name]) + ["--listen", "127.0.0.1:0", "--target",
-                                                                         f"127.0.0.1:{CLOSED_PORT}"],
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-            started[name] = process, ""
-            word, port = process.stdout.readline().split()
-            assert word == "listening", word
-            started[name] = process, f"http://127.0.0.1:{port}"
-        yield {name: url for name, (_, url) in started.items()}
-        for name, (process, _) in started.items():
-            assert process.poll() is None, f"the {name} client service exited with {process.returncode}"
-    finally:
-        for process, _ in started.values():
-            process.terminate()
-            process.wait(timeout=10)
+    with client_services(LIVE, CLOSED_PORT) as urls:
+        yield urls
 
 
 def verdict(url: str, strategy: list[dict]) -> int:

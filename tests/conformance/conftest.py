@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 
@@ -50,6 +51,29 @@ def start_client(profile, target_port: int, *extra: str) -> tuple[subprocess.Pop
     word, port = process.stdout.readline().split()
     assert word == "listening", word
     return process, f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def client_services(names, target_port: int):
+    """One client service per profile name, all with --target 127.0.0.1:target_port: {name: url}.
+    Each must still be running when the caller is done with them; all are stopped."""
+    started: dict[str, tuple[subprocess.Popen, str]] = {}
+    try:
+        for name in names:
+            process = subprocess.Popen(client_command(PROFILES[name]) + ["--listen", "127.0.0.1:0", "--target",
+                                                                         f"127.0.0.1:{target_port}"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            started[name] = process, ""
+            word, port = process.stdout.readline().split()
+            assert word == "listening", word
+            started[name] = process, f"http://127.0.0.1:{port}"
+        yield {name: url for name, (_, url) in started.items()}
+        for name, (process, _) in started.items():
+            assert process.poll() is None, f"the {name} client service exited with {process.returncode}"
+    finally:
+        for process, _ in started.values():
+            process.terminate()
+            process.wait(timeout=10)
 
 
 # The fault proxies the behaviour checks run on (test_conformance.py parametrizes over them): rbl's
