@@ -1,6 +1,6 @@
 """How long `rbl --help`, `rbl run --help` and shell completion take: the CLI imports what a
 command needs only when that command runs, so help and completion do not load the compiler,
-rich, matplotlib or the runner.
+rich, pyarrow or the runner.
 
     python3 bench/cli_startup.py                    # this checkout
     python3 bench/cli_startup.py --against b0ccb34  # and a commit before, side by side

@@ -33,6 +33,15 @@ SHARED = REPO.parent / "shared"
 REFERENCE_JSON = SHARED / "reference" / "resiliencebench-json"
 
 
+def drawn_svg(path: Path) -> int:
+    """How many shapes of data a figure file rbl wrote holds (it must parse as SVG): what its panels
+    draw inside their plot areas, not frames, ticks or grid lines; 0 for an empty drawing."""
+    from xml.etree import ElementTree
+    root = ElementTree.parse(path).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+    return sum(len(group) for group in root.iter("{http://www.w3.org/2000/svg}g") if group.get("clip-path"))
+
+
 def run_rbl(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m rbl ARGS` as a separate process (real signals, exit codes, stderr), on this checkout."""
     return subprocess.run([sys.executable, "-m", "rbl", *map(str, args)], cwd=cwd, capture_output=True, text=True,

@@ -72,7 +72,7 @@ def test_text_csv_and_figure(runs):
     assert text.returncode == 0, text.stderr
     assert "differs" in text.stdout and "comparisons differ" in text.stdout
     out = runs / "delays" / "diff-vs-aborts"                  # the default place
-    assert {p.name for p in out.iterdir()} == {"diff.csv", "diff.json", "diff.png", "diff.svg"}
+    assert {p.name for p in out.iterdir()} == {"diff.csv", "diff.json", "diff.svg"}
     table = list(csv.DictReader(io.StringIO((out / "diff.csv").read_text())))
     assert len(table) == 2 * 2 and {r["significant"] for r in table} <= {"true", "false"}
     plain = rbl("diff", "aborts", "delays", "--format", "csv", "-o", "csv-out", cwd=runs)

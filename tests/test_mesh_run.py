@@ -86,8 +86,8 @@ def test_the_report_shows_what_the_sidecars_refused_and_retried(mesh_run):
     assert max(refused["istio_pool circuit_breaker.http2MaxRequests=1"]) > 0
     assert refused["istio_pool circuit_breaker.http2MaxRequests=16"] == [0, 0, 0, 0]
     assert set(refused["resilience4j.retry"]) == {None}          # a library has no sidecar
-    assert (out / "report" / "circuitBrokenRequests.png").is_file()
-    assert (out / "report" / "sidecarRetries.png").is_file()
+    assert (out / "report" / "circuitBrokenRequests.svg").is_file()
+    assert (out / "report" / "sidecarRetries.svg").is_file()
 
 
 # -- the oracles on their own -------------------------------------------------------------------

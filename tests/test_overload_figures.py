@@ -50,7 +50,7 @@ SPEC = """space overload {
 RATE = 20                   # requests per second of the synthetic rounds
 FAST = ("--resamples", "100")
 OVERLOAD_FILES = {f"{stem}.{ext}" for stem in ("overload-classes", "overload-cdf", "overload-percentiles",
-                                                "overload-metrics", "overload-tradeoff") for ext in ("png", "svg")}
+                                                "overload-metrics", "overload-tradeoff") for ext in ("svg",)}
 
 
 def round_requests(scenario: dict, round_number: int) -> pa.Table:
@@ -126,7 +126,7 @@ def test_the_report_of_an_open_loop_run_has_the_overload_figures(open_run, repor
     assert OVERLOAD_FILES <= names
     # the overload metrics are the default ones, drawn against the offered load; with one fault rate
     # they get no figure of their own against it (dots at one x)
-    assert not {"carriedThroughput.png", "successP99Ms.png", "p95UnderSloShare.png"} & names
+    assert not {"carriedThroughput.svg", "successP99Ms.svg", "p95UnderSloShare.svg"} & names
     html = (open_run / "report" / "report.html").read_text()
     for title in ("Response classes over time", "Response time CDF: successful requests, and all requests",
                   "Response time percentiles over time",
@@ -160,54 +160,55 @@ def test_the_figures_draw_the_requests(open_run):
     assert varying == {"load"}
     # classes: a row per configuration, a column per load; the warm-up shaded in each panel
     ((_, stem, classes),) = list(class_figures(header, cells, per_cell, labeller, varying))
-    panels = [ax for ax in classes.axes if ax.has_data()]
+    panels = [ax for ax in classes.panels if ax.has_data()]
     assert stem == "overload-classes" and len(panels) == 6
-    assert {ax.get_title().split("\n")[1] for ax in panels} == {"load 80% of capacity, constant",
-                                                                "load 120% of capacity, constant"}
+    assert {ax.title.split("\n")[1] for ax in panels} == {"load 80% of capacity, constant",
+                                                          "load 120% of capacity, constant"}
     for ax in panels:
-        (shade,) = [p for p in ax.patches if p.get_label() == "warm-up (not measured)"]
-        assert shade.get_x() == 0 and shade.get_width() == 2
+        (shade,) = [span for span in ax.spans if span.label == "warm-up (not measured)"]
+        assert (shade.start, shade.end) == (0, 2) and shade.front
     # stacked classes, mean per round: the top of the stack is the offered rate in every bin
-    stacks = [c for c in panels[0].collections if c.get_label() in ("success", "failed", "timed out", "rejected",
-                                                                     "circuit broken")]
-    assert len(stacks) == 5
-    top = stacks[-1].get_paths()[0].vertices[:, 1].max()
-    assert top == pytest.approx(RATE)
+    (stack,) = [s for s in panels[0].series if s.kind == "stack"]
+    assert [name for _, _, name in stack.layers] == ["success", "failed", "circuit broken", "timed out", "rejected"]
+    tops = [sum(values) for values in zip(*(layer for layer, _, _ in stack.layers))]
+    assert max(tops) == pytest.approx(RATE) and stack.step
     # CDF: a column per load, successes above and all requests below, a line per configuration, log x
     cdf = cdf_figure(header, cells, per_cell, labeller, varying)
-    assert [ax.get_xscale() for ax in cdf.axes] == ["log"] * 4
-    assert [len(ax.get_lines()) for ax in cdf.axes] == [3] * 4
-    over = [ax for ax in cdf.axes if "120%" in ax.get_title()][0]
-    assert max(max(line.get_xdata()) for line in over.get_lines()) > 30     # the overloaded ones are slower
-    successes, every = cdf.axes[0], cdf.axes[2]                            # the same load, both rows
-    assert "successful" in successes.get_ylabel() and "all requests" in every.get_ylabel()
-    for ours, all_of_them in zip(successes.get_lines(), every.get_lines()):
-        assert ours.get_ydata()[-1] == pytest.approx(1.0)                  # every success answered
-        assert 0 < all_of_them.get_ydata()[-1] <= 1.0
-        assert len(all_of_them.get_xdata()) >= len(ours.get_xdata())        # refusals answered too
+    assert [ax.xscale for ax in cdf.panels] == ["log"] * 4
+    assert [len(ax.series) for ax in cdf.panels] == [3] * 4
+    over = [ax for ax in cdf.panels if "120%" in ax.title][0]
+    assert max(max(line.xs) for line in over.series) > 30     # the overloaded ones are slower
+    successes, every = cdf.panels[0], cdf.panels[2]                            # the same load, both rows
+    assert "successful" in successes.ylabel and "all requests" in every.ylabel
+    for ours, all_of_them in zip(successes.series, every.series):
+        assert ours.ys[-1] == pytest.approx(1.0)                  # every success answered
+        assert 0 < all_of_them.ys[-1] <= 1.0
+        assert len(all_of_them.xs) >= len(ours.xs)        # refusals answered too
     # percentiles per window: p50 <= p95 <= p99 in every window of every panel, log y
     (make,) = percentile_figure_plans(header, cells, per_cell, labeller, varying)
     _, stem, percentiles = make()
     assert stem == "overload-percentiles"
-    drawn = [ax for ax in percentiles.axes if ax.has_data()]
-    assert len(drawn) == 6 and all(ax.get_yscale() == "log" for ax in drawn)
+    drawn = [ax for ax in percentiles.panels if ax.has_data()]
+    assert len(drawn) == 6 and all(ax.yscale == "log" for ax in drawn)
     for ax in drawn:
-        by_name = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+        by_name = {line.label: list(line.ys) for line in ax.series}
         assert set(by_name) == {"p50", "p95", "p99"}, by_name
         assert all(a <= b <= c for a, b, c in zip(by_name["p50"], by_name["p95"], by_name["p99"]))
     # metrics: the load on x, a line per configuration, medians of the rounds' rows
     title, _, parameter = x_axis(cells)
     assert (title, parameter) == ("offered load (% of capacity)", None)
     _, _, figure = metrics_figure(header, cells, per_cell, labeller, varying)
-    throughput = figure.axes[0]
-    assert throughput.get_ylabel().startswith("carried throughput")
-    lines = {bars.get_label(): bars.lines[0] for bars in throughput.containers}      # errorbar: line and bars
-    assert len(lines) == 3 and all(list(line.get_xdata()) == [80.0, 120.0] for line in lines.values())
-    assert throughput.get_xscale() == "linear"              # 80 and 120 are steps, not factors
+    throughput = figure.panels[0]
+    assert throughput.ylabel.startswith("carried throughput")
+    lines = {bars.label: bars for bars in throughput.series if bars.kind == "errorbar"}  # a line with its bars
+    assert len(lines) == 3 and all(list(line.xs) == [80.0, 120.0] for line in lines.values())
+    assert all(low <= median <= high for line in lines.values()
+               for low, median, high in zip(line.lows, line.ys, line.highs))
+    assert throughput.xscale == "linear"              # 80 and 120 are steps, not factors
     baseline = [c for c in cells if c.pattern == "baseline"]
     expected = [sorted(r[0]["carriedThroughput"] for r in c.rounds.values()) for c in
                 sorted(baseline, key=lambda c: c.scenario["load"]["rate"]["share"])]
-    assert list(lines["tenacity.baseline"].get_ydata()) == pytest.approx([sum(v) / 2 for v in expected])
+    assert list(lines["tenacity.baseline"].ys) == pytest.approx([sum(v) / 2 for v in expected])
     assert expected[1][1] < expected[0][0]                 # above capacity less is carried
 
 
@@ -228,12 +229,13 @@ def test_the_trade_off_figure_marks_the_front_per_load(open_run):
     per_cell = {c.scenario["id"]: table.filter(pc.equal(table.column("scenario"), c.scenario["id"])) for c in cells}
     _, stem, figure = _tradeoff(header, cells, per_cell, Labeller(header), varying_conditions(cells))
     assert stem == "overload-tradeoff"
-    panels = [ax for ax in figure.axes if ax.collections]
-    assert len(panels) == 2 and all(ax.get_yscale() == "log" for ax in panels)      # one panel per load
+    panels = [ax for ax in figure.panels if ax.has_data()]
+    assert len(panels) == 2 and all(ax.yscale == "log" for ax in panels)      # one panel per load
     for ax in panels:
-        points = [tuple(c.get_offsets()[0]) for c in ax.collections]
+        drawn = [s for s in ax.series if s.kind == "points"]
+        points = [(s.xs[0], s.ys[0]) for s in drawn]
         assert len(points) == 3                                                        # one per configuration
-        filled = [i for i, c in enumerate(ax.collections) if len(c.get_facecolors()) and c.get_facecolors()[0][3] > 0]
+        filled = [i for i, s in enumerate(drawn) if not s.hollow]
         assert sorted(filled) == sorted(pareto_front(points))
 
 
@@ -265,7 +267,7 @@ def test_a_closed_loop_run_has_no_overload_figures(tmp_path):
     assert done.returncode == 0, done.stderr
     names = {p.name for p in (run / "report").iterdir()}
     assert not any(name.startswith("overload-") for name in names)
-    assert {"successTimePerRequest.png", "totalExecutionTime.png"} <= names
+    assert {"successTimePerRequest.svg", "totalExecutionTime.svg"} <= names
     html = (run / "report" / "report.html").read_text()
     assert "Response classes over time" not in html
     table = [line for line in done.stdout.splitlines() if line.startswith(("┃", "│"))]

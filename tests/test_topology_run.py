@@ -16,7 +16,7 @@ import pytest
 
 from rbl.store.hops import read_hops
 
-from .conftest import run_rbl
+from .conftest import drawn_svg, run_rbl
 
 USERS = 8
 SPEC = f"""space chain {{
@@ -190,8 +190,8 @@ def test_the_report_shows_the_chain_tier_by_tier(chain_run, tmp_path):
     assert len(rows) == 3 * 3                          # three configurations, three services each
     at_back = [r for r in rows if "host=back" in r["configuration"] and r["service"] == "back"]
     assert float(at_back[0]["refusedCallsIn"]) > 0
-    for figure in ("topology-tiers.png", "topology-series.png"):
-        assert (tmp_path / "report" / figure).stat().st_size > 10_000
+    for figure in ("topology-tiers.svg", "topology-series.svg"):
+        assert drawn_svg(tmp_path / "report" / figure) >= 3
     assert "answers per tier over time" in (tmp_path / "report" / "report.html").read_text().lower()
 
 

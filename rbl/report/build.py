@@ -1,5 +1,5 @@
 """Builds the report of a run directory: the cell statistics (terminal table, CSV, JSON), the
-figures (PNG and SVG) and one HTML file with everything embedded, which opens offline."""
+figures (SVG) and one HTML file with everything embedded, which opens offline."""
 
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ class Report:
 def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None, console: Console,
                  resamples: int = 2000, seed: int = 0, include_warmup: bool = False, method: str = "auto",
                  explain: bool = False) -> Report:
-    from .drawing import Drawing                          # matplotlib only when a report is made
     from .figures import figure_entry
 
     if not (run_dir / "plan.json").is_file() or not (run_dir / "results.jsonl").is_file():
@@ -69,38 +68,34 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     output = OutputDirectory(out_dir or run_dir / "report", named_by_user=out_dir is not None)
     out_dir = output.staging
     # the metrics' figures and an open-loop run's per-request figures (rbl/report/overload_figures.py; none
-    # for a closed-loop run) are drawn side by side in forked workers while the rest of the report is made
+    # for a closed-loop run), each a plan that builds its chart
     from .overload_figures import FIGURE_METRICS, overload_plans
     overload = overload_plans(run_dir, header, cells)
     # the overload figure draws its metrics against the axis the run sweeps: against a fault rate with
     # one value, their own figures would only stack dots at one x
     drawn_elsewhere = set(FIGURE_METRICS) if overload and len({c.fault_rate for c in cells}) == 1 else set()
     plans = [partial(_metric_figure, header, cells, metric) for metric in metrics if metric not in drawn_elsewhere]
-    drawing = Drawing(overload + plans, out_dir)     # the longest first
-    try:
-        records = cells_as_records(header, cells, metrics)
-        files = write_tables(records, out_dir)
-        # a topology's view along its chain (rbl/report/topology_section.py); none without a topology
-        from .topology_section import topology_section
-        section_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
-        files += chain_files
-        # a run's controllers: the value each set over time (rbl/report/controllers_section.py)
-        from .controllers_section import controllers_section
-        controller_figures, controller_files = controllers_section(run_dir, header, cells, out_dir)
-        section_figures += controller_figures
-        files += controller_files
-        manifest = _manifest(run_dir / "manifest.json", console)
-        noise, noise_files, check = noise_section(header, manifest, cells, scored, method, resamples, seed, out_dir)
-        files += noise_files
-        # the findings (what did best, by how much, above the noise?) from the cells and the check above
-        findings, findings_file = findings_section(header, cells, metrics, check, method, resamples, seed, out_dir)
-        files.append(findings_file)
-        recommendations, recommendations_file = recommendation_section(header, cells, check, method, resamples, seed,
-                                                                       out_dir)
-        files.append(recommendations_file)
-        drawn = drawing.results()
-    finally:
-        drawing.close()
+    records = cells_as_records(header, cells, metrics)
+    files = write_tables(records, out_dir)
+    # a topology's view along its chain (rbl/report/topology_section.py); none without a topology
+    from .topology_section import topology_section
+    section_figures, chain_files = topology_section(run_dir, header, cells, out_dir)
+    files += chain_files
+    # a run's controllers: the value each set over time (rbl/report/controllers_section.py)
+    from .controllers_section import controllers_section
+    controller_figures, controller_files = controllers_section(run_dir, header, cells, out_dir)
+    section_figures += controller_figures
+    files += controller_files
+    manifest = _manifest(run_dir / "manifest.json", console)
+    noise, noise_files, check = noise_section(header, manifest, cells, scored, method, resamples, seed, out_dir)
+    files += noise_files
+    # the findings (what did best, by how much, above the noise?) from the cells and the check above
+    findings, findings_file = findings_section(header, cells, metrics, check, method, resamples, seed, out_dir)
+    files.append(findings_file)
+    recommendations, recommendations_file = recommendation_section(header, cells, check, method, resamples, seed,
+                                                                   out_dir)
+    files.append(recommendations_file)
+    drawn = [_drawn(plan, out_dir) for plan in overload + plans]
     overload, by_metric = drawn[:len(drawn) - len(plans)], drawn[len(drawn) - len(plans):]
     figures = []
     for title, paths, facts in by_metric + overload:     # the metrics' figures first in report.html
@@ -131,6 +126,13 @@ def build_report(run_dir: Path, out_dir: Path | None, metrics: list[str] | None,
     return Report(output.path, files, records)
 
 
+def _drawn(plan, out_dir: Path) -> tuple[str, list[Path], dict]:
+    """A figure's plan made: (title, its files, what the report says of it)."""
+    from .figures import figure_facts, write_figure
+    title, stem, chart = plan()
+    return title, write_figure(chart, out_dir, stem), figure_facts(chart)
+
+
 def rounds_text(header: dict, cells: list) -> str:
     """`3 rounds`, or for a run until resolved the rounds it took: `3-6 rounds (until resolved, at most 20)`."""
     if "until_resolved" not in header:
@@ -149,7 +151,7 @@ def _metric_figure(header: dict, cells: list, metric: str):
 def noise_section(header: dict, manifest: dict, cells: list, metrics: list[str], method: str, resamples: int,
                   seed: int, out_dir: Path) -> tuple[dict, list[Path], object]:
     """The A/A check (rbl/report/noise.py) for the HTML report, and noise.json (its numbers, which
-    `assert noise < ...` is checked against) and noise-floor.png; and the check itself."""
+    `assert noise < ...` is checked against) and noise-floor.svg; and the check itself."""
     from .labels import Labeller
     from .noise import noise_check
     from .other_work import SHARED_MACHINE_CORES

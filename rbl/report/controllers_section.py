@@ -16,7 +16,8 @@ from ..libraries.composition import pattern_names
 from ..libraries.istio import CONTROLLED
 from ..store.controllers import read_decisions
 from .cells import Cell
-from .figures import PALETTE, subplots, figure_entry, figure_facts, write_figure
+from .chart import Chart
+from .figures import PALETTE, figure_entry, figure_facts, write_figure
 from .labels import Labeller
 
 COLUMNS = ("configuration", "round", "elapsedS", "controller", "parameter", "previous", "value", "appliedMs",
@@ -70,28 +71,29 @@ def _target_ms(scenario: dict, controller: str) -> float | None:
 
 
 def _figure(header: dict, drawn: list[tuple[str, dict, list[dict]]]):
-    figure, axes = subplots(len(drawn), 1, figsize=(8, 2.2 * len(drawn) + 1), squeeze=False, sharex=True)
-    for index, ((label, scenario, records), (ax,)) in enumerate(zip(drawn, axes)):
+    """Per configuration two panels over the same seconds: the value in force, and each window's RT95
+    with the controller's target (one panel each: a twin y axis reads ambiguously)."""
+    figure = Chart(8, 3.4 * len(drawn) + 0.8,
+                   title=f"{header['name']}: controllers over time (step: the value in force; dotted: RT95)")
+    grid = figure.grid(2 * len(drawn), 1, sharex=True)
+    for index, (label, scenario, records) in enumerate(drawn):
         records = _first_round(records)
+        value_panel, rt_panel = grid[2 * index][0], grid[2 * index + 1][0]
         colour = PALETTE[index % len(PALETTE)]
         times = [0.0] + [r["elapsedS"] for r in records]
         values = [records[0]["previous"]] + [r["value"] for r in records]
-        ax.step(times, values, where="post", color=colour, label=records[0]["parameter"])
-        ax.set_ylabel(records[0]["parameter"], fontsize=8, color=colour)
-        ax.set_title(label, fontsize=9)
-        ax.tick_params(labelsize=8)
-        ax.grid(True, alpha=0.3)
+        value_panel.line(times, values, colour, step=True, label="_" + records[0]["parameter"])
+        value_panel.ylabel = records[0]["parameter"]
+        value_panel.ylabel_colour = colour
+        value_panel.title = label
         if records[0]["parameter"] == "http2MaxRequests" and max(values) / max(1, min(values)) > 50:
-            ax.set_yscale("log")              # a limit falls from 1024 to a handful: both ends readable
-        rt = ax.twinx()
-        rt.plot([r["elapsedS"] for r in records], [r["window"]["rt95Ms"] for r in records], color="#333333",
-                marker=".", linestyle=":", label="window RT95 (ms)")
+            value_panel.yscale = "log"        # a limit falls from 1024 to a handful: both ends readable
+        rt_panel.line([r["elapsedS"] for r in records], [r["window"]["rt95Ms"] for r in records], "#333333",
+                      marker="o", size=3, dash=":", label="window RT95 (ms)")
         target = _target_ms(scenario, records[0]["controller"])
         if target is not None:
-            rt.axhline(target, color="#999999", linewidth=0.8, label="target (ms)")
-        rt.set_ylabel("RT95 (ms)", fontsize=8)
-        rt.tick_params(labelsize=8)
-    axes[-1][0].set_xlabel("seconds into the round", fontsize=8)
-    figure.suptitle(f"{header['name']}: controllers over time (step: the value in force; dotted: RT95)", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.96))
+            rt_panel.rule("y", target, colour="#999999", label="target (ms)")
+        rt_panel.ylabel = "RT95 (ms)"
+    grid[-1][0].xlabel = "seconds into the round"
+    figure.add_legend("top", columns=2)
     return figure

@@ -192,7 +192,7 @@ def default_output(run_a: Path, run_b: Path) -> Path:
 
 
 def write_diff(diff: RunDiff, out: Path) -> list[Path]:
-    """diff.csv, diff.json and the figure (PNG, SVG) in `out`: made apart and moved in, so a link
+    """diff.csv, diff.json and the figure (SVG) in `out`: made apart and moved in, so a link
     planted there is refused, not written through (a directory the user named may be a link)."""
     output = OutputDirectory(out, named_by_user=out != default_output(diff.run_a, diff.run_b))
     out_dir = output.staging
@@ -206,7 +206,7 @@ def write_diff(diff: RunDiff, out: Path) -> list[Path]:
 
 def diff_figure(diff: RunDiff):
     """One panel per metric: each cell's difference with its interval, flagged ones in red."""
-    from .figures import subplots
+    from .chart import Chart, Ticks
 
     metrics = list(dict.fromkeys(c.metric for c in diff.cells))
     per_metric = {m: [c for c in diff.cells if c.metric == m and c.result.difference is not None] for m in metrics}
@@ -216,23 +216,19 @@ def diff_figure(diff: RunDiff):
             per_metric[m] = cells[:FIGURE_ROWS]
     rows = max((len(cells) for cells in per_metric.values()), default=1)
     # one panel per metric, stacked, so long configuration labels never run into the next panel
-    figure, axes = subplots(len(metrics), 1, figsize=(8, len(metrics) * (0.9 + 0.25 * max(rows, 2))),
-                            squeeze=False)
-    for ax, metric in zip(axes[:, 0], metrics):
+    figure = Chart(8, max(1, len(metrics)) * (0.9 + 0.25 * max(rows, 2)) + 0.4,
+                   title=f"{diff.run_b.name} vs {diff.run_a.name}: red = {diff.confidence:.0%} interval excludes 0")
+    grid = figure.grid(max(1, len(metrics)), 1)
+    for (ax,), metric in zip(grid, metrics):
         cells = per_metric[metric]
         for y, c in enumerate(cells):
             r = c.result
-            colour = "tab:red" if r.significant else "tab:blue"
+            colour = "#d62728" if r.significant else "#1f77b4"
             if r.low is not None:
-                ax.plot([r.low, r.high], [y, y], color=colour, linewidth=2)
-            ax.plot([r.difference], [y], "o", color=colour, markersize=4)
-        ax.axvline(0, color="grey", linewidth=1)
-        ax.set_yticks(range(len(cells)))
-        ax.set_yticklabels([f"{c.label} {c.fault_rate:g}% u={c.users}" for c in cells], fontsize=7)
-        ax.invert_yaxis()
-        ax.set_title(f"{metric}: B - A", fontsize=9)
-        ax.tick_params(axis="x", labelsize=7)
-    figure.suptitle(f"{diff.run_b.name} vs {diff.run_a.name}: red = {diff.confidence:.0%} interval excludes 0",
-                    fontsize=9)
-    figure.tight_layout()
+                ax.interval([r.low], [r.high], [y], colour, width=2)
+            ax.points([r.difference], [y], colour, marker="o", size=4)
+        ax.rule("x", 0, colour="#808080", width=1)
+        ax.yticks = Ticks(list(range(len(cells))), [f"{c.label} {c.fault_rate:g}% u={c.users}" for c in cells])
+        ax.invert_y = True
+        ax.title = f"{metric}: B - A"
     return figure

@@ -215,40 +215,37 @@ def cell_effects_rows(check: NoiseCheck) -> list[dict]:
 def build_noise_figure(check: NoiseCheck):
     """Per metric, each A/A pair's difference as a percentage of its scale with its interval; the
     band is the noise floor. Points outside 0's reach are the pairs that differ significantly."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
+    from .chart import Chart, Ticks
 
     measured = [m for m in check.metrics.values() if m.judged]
     columns = min(3, max(1, len(measured)))          # at most three across: legible at 1280 px
     rows = -(-len(measured) // columns)
-    figure = Figure(figsize=(3.2 * columns, 2.6 * max(1, rows)), layout="constrained")
-    for i, metric in enumerate(measured):
-        ax = figure.add_subplot(rows, columns, i + 1)
+    figure = Chart(3.2 * columns, 2.6 * max(1, rows))
+    figure.grid(max(1, rows), columns)
+    for ax in figure.panels[len(measured):]:
+        ax.visible = False
+    for ax, metric in zip(figure.panels, measured):
         pairs = metric.judged
-        ys = range(len(pairs))
-        for y, pair in zip(ys, pairs):
+        for y, pair in enumerate(pairs):
             r, scale = pair.result, pair.scale
             colour = "#d55e00" if pair.significant else "#0072b2"
-            ax.plot([r.low / scale * 100, r.high / scale * 100], [y, y], color=colour, linewidth=1.2)
-            ax.plot([r.difference / scale * 100], [y], marker="o", markersize=3, color=colour)
-        ax.axvspan(-metric.floor * 100, metric.floor * 100, color="#999999", alpha=0.15, linewidth=0)
-        ax.axvline(0, color="#444444", linewidth=0.8)
-        ax.set_yticks([])
-        ax.invert_yaxis()                 # top to bottom in the order of the section's table
-        ax.set_xlabel("A/A difference, % of the median")
-        ax.set_title(f"{METRIC_TITLES.get(metric.metric, metric.metric)}\n{len(metric.significant)} of "
-                     f"{len(pairs)} pairs significant", fontsize=8)
-        ax.tick_params(labelsize=8)
+            ax.interval([r.low / scale * 100], [r.high / scale * 100], [y], colour, width=1.2)
+            ax.points([r.difference / scale * 100], [y], colour, marker="o", size=3)
+        ax.span(-metric.floor * 100, metric.floor * 100, fill="#999999", opacity=0.15)
+        ax.rule("x", 0)
+        ax.yticks = Ticks([], [])
+        ax.invert_y = True                 # top to bottom in the order of the section's table
+        ax.xlabel = "A/A difference, % of the median"
+        ax.title = (f"{METRIC_TITLES.get(metric.metric, metric.metric)}\n{len(metric.significant)} of "
+                    f"{len(pairs)} pairs significant")
     return figure
 
 
 def write_noise_figure(check: NoiseCheck, out_dir: Path) -> tuple[Path, dict] | None:
-    """noise-floor.png and what the report says of it (rbl/report/figures.py figure_facts)."""
+    """noise-floor.svg and what the report says of it (rbl/report/chart.py facts)."""
     if not check.measurable:
         return None
-    from .figures import figure_facts
-    path = out_dir / "noise-floor.png"
+    from .figures import figure_facts, write_figure
     figure = build_noise_figure(check)
-    figure.savefig(path, dpi=110)
+    (path,) = write_figure(figure, out_dir, "noise-floor")
     return path, figure_facts(figure)

@@ -26,16 +26,14 @@ from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
 from ..plan_records import LOAD_KEY
 from ..store.open_metrics import (class_time_series, open_loop_metrics, response_cdf, success_cdf,
                                   windowed_percentiles)
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
-from .figures import (MARKERS, PALETTE, figure_entry, figure_facts, legend_entries, plain_log_ticks, subplots,
-                      write_figure)
+from .chart import Chart, Ticks
+from .figures import MARKERS, PALETTE, figure_entry, figure_facts, write_figure
 from .tradeoff_figure import tradeoff_figure
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number
 
@@ -121,7 +119,7 @@ def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Pa
     return figures, files
 
 
-def overload_plans(run_dir: Path, header: dict, cells: list[Cell]) -> list[Callable[[], tuple[str, str, Figure]]]:
+def overload_plans(run_dir: Path, header: dict, cells: list[Cell]) -> list[Callable[[], tuple[str, str, Chart]]]:
     """Each figure's plan: a callable that builds it, (title, stem, figure), from the request
     tables read here; none without requests/."""
     if not (run_dir / REQUESTS).is_dir():
@@ -189,7 +187,7 @@ def class_figures(header: dict, cells: list[Cell], per_cell: dict, labeller: Lab
 
 
 def class_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
-                       varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
+                       varying: set[str]) -> list[Callable[[], tuple[str, str, Chart]]]:
     """A plan per group of up to COLUMNS_PER_FIGURE conditions (each builds its figure)."""
     rows, columns = _grid(cells, labeller, varying)
     groups = _condition_groups(columns)
@@ -198,10 +196,12 @@ def class_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller
 
 
 def _class_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str],
-                  rows: list[str], group: list[str], number: int, groups: int) -> tuple[str, str, Figure]:
+                  rows: list[str], group: list[str], number: int, groups: int) -> tuple[str, str, Chart]:
     """Group `number` of `groups`: a panel per scenario, rows = configurations, columns = its conditions."""
-    figure, grid = subplots(len(rows), len(group), squeeze=False, sharex=True,
-                                figsize=(3.6 * len(group) + 1.5, 2.3 * len(rows) + 1.0))
+    part = f" ({number} of {groups})" if groups > 1 else ""
+    figure = Chart(3.6 * len(group) + 1.5, 2.3 * len(rows) + 1.0,
+                   title=f"{header['name']}: response classes per {BIN_S:g}-s bin of scheduled time{part}")
+    grid = figure.grid(len(rows), len(group), sharex=True)
     for cell in cells:
         column = condition(cell.scenario, varying)
         if column not in group:
@@ -210,36 +210,22 @@ def _class_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Lab
         table = per_cell[cell.scenario["id"]]
         series = class_time_series(table, BIN_S)
         series = series + [{**series[-1], "t": series[-1]["t"] + BIN_S}] if series else series   # close the last bin
-        times = [s["t"] for s in series]
-        ax.stackplot(times, *[[s[name] / BIN_S for s in series] for name in RESPONSE_CLASSES], step="post",
-                     colors=[CLASS_COLOURS[n] for n in RESPONSE_CLASSES],
-                     labels=[CLASS_NAMES[n] for n in RESPONSE_CLASSES], linewidth=0)
+        ax.stack([s["t"] for s in series], [([s[name] / BIN_S for s in series], CLASS_COLOURS[name], CLASS_NAMES[name])
+                                            for name in RESPONSE_CLASSES]).step = True
         warmup = _warmup_s(cell, table)
-        if warmup:
-            ax.axvspan(0, warmup, facecolor="#ffffff", alpha=0.45, edgecolor="#555555", hatch="//", linewidth=0,
-                       zorder=3, label="warm-up (not measured)")      # over the stack: it is not measured
+        if warmup:          # over the stack: it is not measured
+            ax.span(0, warmup, fill="#ffffff", opacity=0.45, hatch="#555555", front=True,
+                    label="warm-up (not measured)")
         rounds = len(cell.rounds)
-        ax.set_title(f"{labeller.label(cell.scenario)}\n{column}" if column else labeller.label(cell.scenario),
-                     fontsize=8)
-        ax.text(0.98, 0.96, f"mean of {rounds} round{'s' if rounds != 1 else ''}", transform=ax.transAxes,
-                fontsize=8, ha="right", va="top")
-        ax.tick_params(labelsize=8)
-        ax.grid(True, alpha=0.3)
+        ax.title = f"{labeller.label(cell.scenario)}\n{column}" if column else labeller.label(cell.scenario)
+        ax.note(0.98, 0.97, f"mean of {rounds} round{'s' if rounds != 1 else ''}", anchor="end")
     for row in grid:
         for ax in row:
-            if not ax.has_data():
-                ax.set_axis_off()
+            ax.visible = ax.has_data()
+        row[0].ylabel = "requests per s"
     for ax in grid[-1]:
-        ax.set_xlabel("scheduled send time (s)", fontsize=8)
-    for row in grid:
-        row[0].set_ylabel("requests per s", fontsize=8)
-    handles, names = next((ax.get_legend_handles_labels() for row in grid for ax in row
-                           if "warm-up (not measured)" in ax.get_legend_handles_labels()[1]),
-                          grid[0][0].get_legend_handles_labels())
-    figure.legend(handles, names, loc="upper center", ncol=6, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.96))
-    part = f" ({number} of {groups})" if groups > 1 else ""
-    figure.suptitle(f"{header['name']}: response classes per {BIN_S:g}-s bin of scheduled time{part}", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.92))
+        ax.xlabel = "scheduled send time (s)"
+    figure.add_legend("top", columns=6)
     stem = "overload-classes" + (f"-{number}" if groups > 1 else "")
     return (f"Response classes over time, mean per {BIN_S:g}-s bin over the counted rounds{part}", stem, figure)
 
@@ -249,7 +235,7 @@ def _styles(labels: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def cdf_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
-                     varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
+                     varying: set[str]) -> list[Callable[[], tuple[str, str, Chart]]]:
     """A plan per group of up to COLUMNS_PER_FIGURE conditions (each builds its CDF figure)."""
     _, columns = _grid(cells, labeller, varying)
     groups = _condition_groups(columns)
@@ -257,7 +243,7 @@ def cdf_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: 
             for number, group in enumerate(groups, 1)]
 
 
-def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]) -> Figure:
+def cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str]) -> Chart:
     """The first CDF figure (every condition, when there are at most COLUMNS_PER_FIGURE of them)."""
     return cdf_figure_plans(header, cells, per_cell, labeller, varying)[0]()[2]
 
@@ -267,13 +253,16 @@ CDF_ROWS = (("share of successful requests", success_cdf),
 
 
 def _cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str],
-                group: list[str], number: int, groups: int) -> tuple[str, str, Figure]:
+                group: list[str], number: int, groups: int) -> tuple[str, str, Chart]:
     """Top row: successful requests' response time; bottom row: every request's (a refusal answers
     fast, so a policy that refuses looks fast among successes and shows its refusals here)."""
     rows, _ = _grid(cells, labeller, varying)
     styles = _styles(rows)
-    figure, grid = subplots(len(CDF_ROWS), len(group), squeeze=False, sharex=True, sharey=True,
-                            figsize=(3.4 * len(group) + 3.2, 5.6))
+    part = f" ({number} of {groups})" if groups > 1 else ""
+    legend_w = max((len(label) for label in rows), default=0) * 0.075 + 0.6
+    figure = Chart(3.4 * len(group) + legend_w + 0.4, 5.6,
+                   title=f"{header['name']}: response time CDF, successful and all requests{part}")
+    grid = figure.grid(len(CDF_ROWS), len(group), sharex=True, sharey=True)
     for cell in cells:
         column = condition(cell.scenario, varying)
         if column not in group:
@@ -283,25 +272,17 @@ def _cdf_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Label
             ax = grid[row][group.index(column)]
             times, probabilities = cdf(per_cell[cell.scenario["id"]])
             if times:
-                ax.step([max(t, 1e-3) for t in times], probabilities, where="post", color=styles[label][0],
-                        label=label, linewidth=1.4)
+                ax.line([max(t, 1e-3) for t in times], probabilities, styles[label][0], label=label, width=1.4,
+                        step=True)
             if row == 0:
-                ax.set_title(column or "all scenarios", fontsize=9)
+                ax.title = column or "all scenarios"
     for row, (ylabel, _) in enumerate(CDF_ROWS):
         for ax in grid[row]:
-            ax.set_xscale("log")
-            plain_log_ticks(ax.xaxis)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.tick_params(which="both", labelsize=8)
-        grid[row][0].set_ylabel(ylabel, fontsize=8)
+            ax.xscale = "log"
+        grid[row][0].ylabel = ylabel
     for ax in grid[-1]:
-        ax.set_xlabel("response time from scheduled send (ms, log)", fontsize=8)
-    handles, names = legend_entries(grid.flat)
-    if handles:
-        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    part = f" ({number} of {groups})" if groups > 1 else ""
-    figure.suptitle(f"{header['name']}: response time CDF, successful and all requests{part}", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.94))
+        ax.xlabel = "response time from scheduled send (ms, log)"
+    figure.add_legend("right")
     stem = "overload-cdf" + (f"-{number}" if groups > 1 else "")
     return (f"Response time CDF: successful requests, and all requests (measured requests of the counted "
             f"rounds){part}", stem, figure)
@@ -311,7 +292,7 @@ PERCENTILES = ((0.5, "p50", "-"), (0.95, "p95", "--"), (0.99, "p99", ":"))
 
 
 def percentile_figure_plans(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller,
-                            varying: set[str]) -> list[Callable[[], tuple[str, str, Figure]]]:
+                            varying: set[str]) -> list[Callable[[], tuple[str, str, Chart]]]:
     rows, columns = _grid(cells, labeller, varying)
     groups = _condition_groups(columns)
     return [partial(_percentile_figure, header, cells, per_cell, labeller, varying, rows, group, number, len(groups))
@@ -319,12 +300,14 @@ def percentile_figure_plans(header: dict, cells: list[Cell], per_cell: dict, lab
 
 
 def _percentile_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: Labeller, varying: set[str],
-                       rows: list[str], group: list[str], number: int, groups: int) -> tuple[str, str, Figure]:
+                       rows: list[str], group: list[str], number: int, groups: int) -> tuple[str, str, Chart]:
     """RT50/95/99 of successes per window of the load (load.window, 5 s by default) over scheduled
     time: a panel per scenario, rows = configurations, columns = conditions; one y scale (log)."""
     styles = _styles(rows)
-    figure, grid = subplots(len(rows), len(group), squeeze=False, sharex=True, sharey=True,
-                            figsize=(max(3.6 * len(group) + 1.5, 7.0), 2.2 * len(rows) + 1.0))
+    part = f" ({number} of {groups})" if groups > 1 else ""
+    figure = Chart(max(3.6 * len(group) + 1.5, 7.0), 2.2 * len(rows) + 1.0,
+                   title=f"{header['name']}: p50, p95 and p99 of successes per window{part}")
+    grid = figure.grid(len(rows), len(group), sharex=True, sharey=True)
     for cell in cells:
         column = condition(cell.scenario, varying)
         if column not in group:
@@ -339,31 +322,22 @@ def _percentile_figure(header: dict, cells: list[Cell], per_cell: dict, labeller
             if points:          # a step per window, held to the window's end
                 xs = [t for t, _ in points] + [points[-1][0] + window_s]
                 ys = [max(v, 1e-3) for _, v in points] + [max(points[-1][1], 1e-3)]
-                ax.step(xs, ys, where="post", color=styles[label][0], linestyle=style, linewidth=1.4, label=name)
+                ax.line(xs, ys, styles[label][0], dash=style, width=1.4, label=name, step=True)
         warmup = _warmup_s(cell, table)
         if warmup:
-            ax.axvspan(0, warmup, facecolor="#eeeeee", edgecolor="#999999", hatch="//", linewidth=0, zorder=0,
-                       label="warm-up (not measured)")
-        ax.set_title(f"{label}\n{column}" if column else label, fontsize=8)
-        ax.set_yscale("log")
-        plain_log_ticks(ax.yaxis)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(which="both", labelsize=8)
+            ax.span(0, warmup, fill="#eeeeee", hatch="#999999", label="warm-up (not measured)")
+        ax.title = f"{label}\n{column}" if column else label
+        ax.yscale = "log"
     for row in grid:
         for ax in row:
-            if not ax.has_data():
-                ax.set_axis_off()
-        row[0].set_ylabel("successful response (ms, log)", fontsize=8)
+            ax.visible = ax.has_data()
+        row[0].ylabel = "successful response (ms, log)"
     for ax in grid[-1]:
-        ax.set_xlabel("scheduled send time (s)", fontsize=8)
-    handles, names = legend_entries(grid.flat)
-    height = figure.get_figheight()
-    figure.legend(handles, names, loc="upper center", ncol=4, fontsize=8, frameon=False,
-                  bbox_to_anchor=(0.5, 1 - 0.35 / height))
-    part = f" ({number} of {groups})" if groups > 1 else ""
-    figure.suptitle(f"{header['name']}: p50, p95 and p99 of successes per window{part}", fontsize=11,
-                    y=1 - 0.08 / height)
-    figure.tight_layout(rect=(0, 0, 1, 1 - 0.65 / height))
+        ax.xlabel = "scheduled send time (s)"
+    # the line styles are the percentiles, the same in every panel (a panel's colour is its configuration)
+    figure.add_legend("top", columns=4, entries=[
+        *[(name, {"line": "#333333", "colour": "#333333", "dash": style}) for _, name, style in PERCENTILES],
+        ("warm-up (not measured)", {"patch": "#eeeeee", "hatch": "#999999"})])
     stem = "overload-percentiles" + (f"-{number}" if groups > 1 else "")
     return (f"Response time percentiles over time: p50, p95 and p99 of successes per window (the counted rounds "
             f"pooled){part}", stem, figure)
@@ -418,8 +392,11 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
     styles = _styles(list(lines))
     swept = sorted({x for x in map(value_of, (c.scenario for c in cells)) if x is not None})
     log_x = geometric(swept)
-    figure, grid = subplots(1, len(FIGURE_METRICS), squeeze=False, figsize=(3.4 * len(FIGURE_METRICS) + 3.0, 3.6))
-    for ax, metric in zip(grid[0], FIGURE_METRICS):
+    legend_w = max((len(name) for name in lines), default=0) * 0.075 + 0.6
+    figure = Chart(3.4 * len(FIGURE_METRICS) + legend_w, 3.6,
+                   title=f"{header['name']}: overload metrics against {title}, median and range over rounds")
+    (panels,) = figure.grid(1, len(FIGURE_METRICS))
+    for ax, metric in zip(panels, FIGURE_METRICS):
         for name, line_cells in lines.items():
             points = []
             for cell in line_cells:
@@ -430,25 +407,14 @@ def metrics_figure(header: dict, cells: list[Cell], per_cell: dict, labeller: La
                 continue
             points.sort()
             colour, marker = styles[name]
-            xs, medians = [p[0] for p in points], [p[1] for p in points]
-            ax.errorbar(xs, medians, yerr=[[m - p[2] for m, p in zip(medians, points)],
-                                           [p[3] - m for m, p in zip(medians, points)]],
-                        color=colour, marker=marker, markersize=5, linewidth=1.5, capsize=2, label=name)
-        ax.set_xlabel(f"{title} (log)" if log_x else title, fontsize=8)
-        ax.set_ylabel(METRIC_TITLES.get(metric, metric), fontsize=8)
-        ax.grid(True, alpha=0.3)
-        ax.tick_params(labelsize=8)
+            ax.errorbars([p[0] for p in points], [p[1] for p in points], [p[2] for p in points],
+                         [p[3] for p in points], colour, marker=marker, size=5, label=name)
+        ax.xlabel = f"{title} (log)" if log_x else title
+        ax.ylabel = METRIC_TITLES.get(metric, metric)
         if log_x:
-            ax.set_xscale("log")
-            ax.set_xticks(swept, [f"{x:g}" for x in swept])
-            ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+            ax.xscale = "log"
+            ax.xticks = Ticks(swept)
         if metric == "successP99Ms":
-            ax.set_yscale("log")
-            plain_log_ticks(ax.yaxis)
-            ax.tick_params(which="both", labelsize=8)
-    handles, names = legend_entries(grid[0])
-    if handles:
-        grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    figure.suptitle(f"{header['name']}: overload metrics against {title}, median and range over rounds", fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 0.93))
+            ax.yscale = "log"
+    figure.add_legend("right")
     return (f"Overload metrics against {title} (median and range over the counted rounds)", "overload-metrics", figure)

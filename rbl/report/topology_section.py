@@ -22,7 +22,8 @@ from rich.console import Console
 from ..store.hops import read_hops
 from ..topology import topology_from_record
 from .cells import Cell
-from .figures import PALETTE, subplots, figure_entry, figure_facts, write_figure
+from .chart import Chart, Ticks
+from .figures import PALETTE, figure_entry, figure_facts, write_figure
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller
 
@@ -136,31 +137,30 @@ def _print(rows: list[dict], console: Console) -> None:
 def _tiers_figure(header: dict, rows: list[dict], order: list[str], labels: list[str]):
     panels = (("perEntryRequest", "requests per entry request"), ("failedShare", "share answered failed"),
               ("refusedCallsIn", "calls into it refused (UO)"), ("wastedCpuSeconds", "CPU wasted (s)"))
-    figure, axes = subplots(1, len(panels), figsize=(3.4 * len(panels) + 1, 3.6), squeeze=False)
+    figure = Chart(3.4 * len(panels) + 1, 3.6 + 0.2 * -(-len(labels) // 4),
+                   title=f"{header['name']}: along the chain")
+    (axes,) = figure.grid(1, len(panels))
     width = 0.8 / max(1, len(labels))
-    for ax, (key, title) in zip(axes[0], panels):
+    for ax, (key, title) in zip(axes, panels):
         for index, label in enumerate(labels):
             values = [next((r[key] for r in rows if r["configuration"] == label and r["service"] == name), None) or 0
                       for name in order]
-            ax.bar([position + index * width for position in range(len(order))], values, width,
-                   color=PALETTE[index % len(PALETTE)], label=label)
-        ax.set_xticks([position + width * (len(labels) - 1) / 2 for position in range(len(order))])
-        ax.set_xticklabels([f"{name}\n(tier {next(r['tier'] for r in rows if r['service'] == name) or '-'})"
-                            for name in order], fontsize=8)
-        ax.set_title(title, fontsize=9)
-        ax.tick_params(labelsize=8)
-        ax.grid(True, axis="y", alpha=0.3)
-    handles, names = axes[0][0].get_legend_handles_labels()
-    legend_rows = -(-len(names) // 4)
-    figure.legend(handles, names, loc="lower center", ncol=min(4, len(names)), fontsize=8, frameon=False)
-    figure.suptitle(f"{header['name']}: along the chain", fontsize=11)
-    figure.tight_layout(rect=(0, 0.06 * legend_rows + 0.02, 1, 0.95))
+            ax.bars([position + index * width for position in range(len(order))], values,
+                    PALETTE[index % len(PALETTE)], bar_width=width, label=label)
+        ax.xticks = Ticks([position + width * (len(labels) - 1) / 2 for position in range(len(order))],
+                          [f"{name}\n(tier {next(r['tier'] for r in rows if r['service'] == name) or '-'})"
+                           for name in order])
+        ax.title = title
+        ax.grid = "y"
+    figure.add_legend("bottom", columns=min(4, len(labels)))
     return figure
 
 
 def _series_figure(header: dict, drawn: list[tuple[str, list[dict]]], order: list[str]):
-    figure, axes = subplots(len(drawn), 1, figsize=(8, 2.2 * len(drawn) + 1), squeeze=False, sharex=True)
-    for (label, records), (ax,) in zip(drawn, axes):
+    figure = Chart(8, 2.2 * len(drawn) + 1 + 0.2 * -(-2 * len(order) // 3),
+                   title=f"{header['name']}: answers per tier over time (solid: success, dashed: failed)")
+    grid = figure.grid(len(drawn), 1, sharex=True)
+    for (label, records), (ax,) in zip(drawn, grid):
         series = records[0].get("series") or []
         for index, name in enumerate(order):
             colour = PALETTE[index % len(PALETTE)]
@@ -172,16 +172,10 @@ def _series_figure(header: dict, drawn: list[tuple[str, list[dict]]], order: lis
                 ok.append(counts.get("answeredOk", 0) / span)
                 failed.append(counts.get("answeredFailed", 0) / span)
                 previous = point["t"]
-            ax.plot(times, ok, color=colour, label=f"{name}: success")
-            ax.plot(times, failed, color=colour, linestyle="--", label=f"{name}: failed")
-        ax.set_title(label, fontsize=9)
-        ax.set_ylabel("answers per s", fontsize=8)
-        ax.tick_params(labelsize=8)
-        ax.grid(True, alpha=0.3)
-    axes[-1][0].set_xlabel("seconds into the round", fontsize=8)
-    handles, names = axes[0][0].get_legend_handles_labels()
-    legend_rows = -(-len(names) // 3)
-    figure.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=7, frameon=False)
-    figure.suptitle(f"{header['name']}: answers per tier over time (solid: success, dashed: failed)", fontsize=11)
-    figure.tight_layout(rect=(0, 0.025 * legend_rows + 0.02, 1, 0.96))
+            ax.line(times, ok, colour, label=f"{name}: success")
+            ax.line(times, failed, colour, dash="--", label=f"{name}: failed")
+        ax.title = label
+        ax.ylabel = "answers per s"
+    grid[-1][0].xlabel = "seconds into the round"
+    figure.add_legend("bottom", columns=3)
     return figure

@@ -7,7 +7,8 @@ worse than one on it on both counts; among those on the front, choosing is choos
 
 from __future__ import annotations
 
-from .figures import MARKERS, PALETTE, plain_log_ticks, subplots
+from .chart import Chart
+from .figures import MARKERS, PALETTE
 from .labels import METRIC_TITLES
 
 X_TITLE = METRIC_TITLES["carriedThroughput"] + " (better right)"
@@ -28,44 +29,34 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def tradeoff_figure(name: str, labels: list[str], panels: dict[str, list[tuple[str, float, float]]]):
     """(title, stem, figure): a panel per condition (its title the condition, '' for the only one),
     each holding (configuration label, carried throughput, p99 of successes) points."""
-    from matplotlib.lines import Line2D
-
     styles = {label: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, label in enumerate(labels)}
     columns = min(2, len(panels))                  # at most two across: the figure stays legible at 1280 px
     rows = -(-len(panels) // columns)
-    figure, grid = subplots(rows, columns, squeeze=False, sharey=True, figsize=(4.2 * columns + 3.2, 3.4 * rows + 0.4))
-    for ax in grid.flat[len(panels):]:
-        ax.set_visible(False)
+    legend_w = max((len(label) for label in labels), default=0) * 0.075 + 0.6
+    figure = Chart(4.2 * columns + legend_w, 3.4 * rows + 0.4,
+                   title=f"{name}: carried throughput against p99 of successes (filled: on the Pareto front)")
+    figure.grid(rows, columns, sharey=True)
+    for ax in figure.panels[len(panels):]:
+        ax.visible = False
     fronts = False
-    for ax, (column, drawn) in zip(grid.flat, panels.items()):
+    for ax, (column, drawn) in zip(figure.panels, panels.items()):
         points = [(x, y) for _, x, y in drawn]
         front = pareto_front(points)
         if len(front) > 1:
             fronts = True
-            ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="#999999", linewidth=1.0,
-                    linestyle="--", zorder=1)
+            ax.line([points[i][0] for i in front], [points[i][1] for i in front], "#999999", width=1.0, dash="--")
         for index, (label, x, y) in enumerate(drawn):
             colour, marker = styles[label]
-            ax.scatter([x], [y], s=46, marker=marker, zorder=2, edgecolors=colour, linewidths=1.4,
-                       facecolors=colour if index in front else "none")
-        ax.set_title(column or "all scenarios", fontsize=10)
-        ax.set_xlabel(X_TITLE, fontsize=9)
-        ax.set_yscale("log")
-        plain_log_ticks(ax.yaxis)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(which="both", labelsize=8)
-    for row in grid:
-        row[0].set_ylabel(Y_TITLE, fontsize=9)
+            ax.points([x], [y], colour, marker=marker, size=7, hollow=index not in front)
+        ax.title = column or "all scenarios"
+        ax.xlabel = X_TITLE
+        ax.yscale = "log"
+    for row in figure.rows:
+        row[0].ylabel = Y_TITLE
     # the legend's markers filled, whatever a panel drew (a hollow point there is off its front)
-    handles = [Line2D([], [], marker=styles[label][1], color=styles[label][0], linestyle="none", markersize=7)
-               for label in labels]
-    names = list(labels)
+    entries = [(label, {"colour": styles[label][0], "marker": styles[label][1]}) for label in labels]
     if fronts:
-        handles.append(Line2D([], [], color="#999999", linestyle="--"))
-        names.append("Pareto front")
-    grid[0][-1].legend(handles, names, loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8, frameon=False)
-    figure.suptitle(f"{name}: carried throughput against p99 of successes (filled: on the Pareto front)",
-                    fontsize=11)
-    figure.tight_layout(rect=(0, 0, 1, 1 - 0.3 / figure.get_figheight()))
+        entries.append(("Pareto front", {"line": "#999999", "colour": "#999999", "dash": "--"}))
+    figure.add_legend("right", entries=entries)
     return ("Trade-off: carried throughput against p99 of successes, the Pareto front marked (filled points: "
             "no configuration beats them on both)", "overload-tradeoff", figure)
