@@ -1,7 +1,7 @@
-"""How long `rbl report` takes on an open-loop run of examples/overload-pool.rbl (its metric figures,
-the per-request figures, tables, the A/A check, findings and the HTML), as a user runs it:
+"""How long `rbl report` takes on an open-loop run of examples/overload-pool.rbl (the per-request
+figures, the overload metrics and the trade-off, tables, the A/A check, findings and the HTML), as a user runs it:
 `python3 -m rbl report RUN -o OUT`, `--repeat` times. Per run: wall time, and CPU time (user +
-system of the command and of the workers that draw its figures, from wait4). Goal: under
+system of the command and of any child it waits for, from wait4). Goal: under
 2 s of wall time, the median over the repetitions.
 
 The run is made first (`rbl run examples/overload-pool.rbl --rounds 1`, about a minute and a half,

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from rbl.report.cells import load_cells
-from rbl.report.chart_svg import panel_axes, render
+from rbl.report.chart_axes import panel_axes
+from rbl.report.chart_svg import render
 from rbl.report.figures import PALETTE, build_figure, figure_facts
 
 from .conftest import run_rbl as rbl

@@ -28,7 +28,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory (`rbl run -
            explain: bool = typer.Option(False, "--explain",
                                         help="Print every unresolved comparison and the A/A check in full.")):
     """What did best, by how much and above the noise (the findings), statistics across rounds
-    (median and 95% CI per cell), the paper's figures (PNG, SVG) and a single-file HTML report."""
+    (median and 95% CI per cell), the paper's figures (SVG) and a single-file HTML report."""
     from rich.console import Console
 
     from ..report.build import build_report

@@ -74,7 +74,7 @@ def build_figure(header: dict, cells: list[Cell], metric: str) -> Chart:
     legend_w = max((len(label) for label in styles), default=0) * 0.075 + 0.6
     figure = Chart(min(3.2 * columns + legend_w, 13.2), 2.9 * rows + 0.9,
                    title=f"{header['name']}: {title}, median and 95% CI")
-    grid = figure.grid(rows, columns, sharex=True, sharey=True)
+    figure.grid(rows, columns, sharex=True, sharey=True)
     xs = sorted({c.fault_rate for c in cells}) if against == "fault" else sorted({c.users for c in cells})
     for index, ax in enumerate(figure.panels):
         if index >= len(panels):

@@ -108,7 +108,7 @@ def varying_conditions(cells: list[Cell]) -> set[str]:
 
 
 def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Path) -> tuple[list[dict], list[Path]]:
-    """The figures (for report.html: title and PNG in base64) and their files; none without requests/.
+    """The figures (for report.html: title and SVG in base64) and their files; none without requests/.
     Drawn here, one after the other (the report draws overload_plans side by side: drawing.py)."""
     figures, files = [], []
     for make in overload_plans(run_dir, header, cells):
