@@ -33,6 +33,14 @@ SHARED = REPO.parent / "shared"
 REFERENCE_JSON = SHARED / "reference" / "resiliencebench-json"
 
 
+def as_from_a_shell() -> None:
+    """A Popen preexec_fn for a command a test interrupts: SIGINT's default action, as a command typed
+    in a shell gets. A job a shell starts in the background ignores SIGINT, its children inherit that,
+    and Python then installs no KeyboardInterrupt handler: the test's Ctrl-C would be lost."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def drawn_svg(path: Path) -> int:
     """How many shapes of data a figure file rbl wrote holds (it must parse as SVG): what its panels
     draw inside their plot areas, not frames, ticks or grid lines; 0 for an empty drawing."""

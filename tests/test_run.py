@@ -19,7 +19,7 @@ import pytest
 
 from rbl.targets.envoy_binary import ENVOY_WHEEL_VERSION
 
-from .conftest import REPO, run_rbl
+from .conftest import REPO, as_from_a_shell, run_rbl
 
 RUN_TIMEOUT = 240
 
@@ -225,7 +225,7 @@ def start_run_in_background(work: Path, spec: str, *options: str,
     (work / "long.rbl").write_text(spec)
     process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "long.rbl", "-o", "out", *options], cwd=work,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(REPO)})
+                               env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=as_from_a_shell)
     out = work / "out"
     wait_until(lambda: (out / "results.jsonl").exists() and (out / "results.jsonl").stat().st_size > 0,
                first_round_within, "the first finished round")

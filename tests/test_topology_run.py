@@ -16,7 +16,7 @@ import pytest
 
 from rbl.store.hops import read_hops
 
-from .conftest import drawn_svg, run_rbl
+from .conftest import as_from_a_shell, drawn_svg, run_rbl
 
 USERS = 8
 SPEC = f"""space chain {{
@@ -139,7 +139,8 @@ def test_ctrl_c_during_a_topology_run_stops_every_service(tmp_path):
         "max_requests = 400", "max_requests = 100000"))
     out = tmp_path / "run"
     process = subprocess.Popen([sys.executable, "-m", "rbl", "run", "chain.rbl", "-o", str(out)], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=as_from_a_shell)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (out / "results.jsonl").exists() and not \
