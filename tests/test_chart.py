@@ -147,3 +147,15 @@ def test_markers_differ_in_shape_and_hollow_ones_are_white_inside(kind):
     others = {marker(k, 10, 10, 6, "#4477AA") for k in ["o", "s", "^", "v", "<", ">", "D", "P", "X", "h"] if k != kind}
     assert drawn not in others
     assert 'fill="#ffffff"' in marker(kind, 10, 10, 6, "#4477AA", hollow=True) and 'fill="#4477AA"' in drawn
+
+
+def test_a_short_log_panel_labels_only_its_powers_of_ten():
+    def labels(height_in: float) -> list[str]:
+        chart = Chart(6, height_in)
+        (panel,) = chart.grid(1, 1)[0]
+        panel.yscale = "log"
+        panel.line([0, 1, 2], [1000, 40, 5], "#000000")
+        svg = render(chart).text
+        return re.findall(r'text-anchor="end"><tspan[^>]*>([^<]*)</tspan>', svg)
+    assert labels(4) == ["5", "10", "20", "50", "100", "200", "500", "1000"]     # room for every one
+    assert labels(1.4) == ["10", "100", "1000"]                                   # else the decades only

@@ -5,6 +5,7 @@ figure's size in points), so a font size is what it says on paper; text stays te
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,7 +150,7 @@ def _panel(writer: SvgWriter, panel: Panel, box: tuple[float, float, float, floa
         x = px(value)
         writer.add(f'<line x1="{x:.1f}" y1="{top + h:.1f}" x2="{x:.1f}" y2="{top + h + TICK / 2:.1f}" '
                    f'stroke="#333333" stroke-width="0.6"/>')
-    for value, label in zip(y_axis.major, y_axis.labels):
+    for value, label in zip(y_axis.major, _spaced(y_axis, h, size)):
         y = py(value)
         writer.add(f'<line x1="{left - TICK:.1f}" y1="{y:.1f}" x2="{left:.1f}" y2="{y:.1f}" stroke="#333333" '
                    f'stroke-width="0.8"/>')
@@ -171,3 +172,11 @@ def _panel(writer: SvgWriter, panel: Panel, box: tuple[float, float, float, floa
     for note in panel.notes:
         writer.text(left + note.x * w, top + (1 - note.y) * h, note.text, size, note.anchor, note.colour,
                     baseline="top", halo=True)
+
+
+def _spaced(axis: Axis, length: float, size: float) -> list[str]:
+    """A y axis's labels, those between the powers of ten of a log axis left blank where the labels
+    would stand closer than a line of text (a short panel spanning a few decades)."""
+    if not axis.log or len(axis.major) < 2 or length / (len(axis.major) - 1) >= size * 1.6:
+        return axis.labels
+    return [label if math.log10(value).is_integer() else "" for value, label in zip(axis.major, axis.labels)]
