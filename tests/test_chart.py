@@ -1,4 +1,4 @@
-"""rbl's own figures (rbl/report/chart.py, chart_svg.py, chart_ticks.py): ticks at round values and
+"""rbl's own figures (rbl/report/chart/): ticks at round values and
 plain numbers on log axes, shared scales, every text inside the figure and legible, legends that fit,
 markers told apart, and an SVG that parses with its text kept as text."""
 
@@ -9,12 +9,12 @@ from xml.etree import ElementTree
 
 import pytest
 
-from rbl.report.chart import Chart, Ticks
-from rbl.report.chart_axes import panel_axes
-from rbl.report.chart_marks import marker
-from rbl.report.chart_svg import chart_facts, render
-from rbl.report.chart_text import text_width
-from rbl.report.chart_ticks import data_range, linear_ticks, log_ticks, tick_text
+from rbl.report.chart.model import Chart, Ticks
+from rbl.report.chart.axes import panel_axes
+from rbl.report.chart.marks import marker
+from rbl.report.chart.svg import chart_facts, render
+from rbl.report.chart.text import text_width
+from rbl.report.chart.ticks import data_range, linear_ticks, log_ticks, tick_text
 
 SVG = "{http://www.w3.org/2000/svg}"
 

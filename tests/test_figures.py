@@ -1,4 +1,4 @@
-"""The report's figures read from what they hold (rbl/report/chart.py), on a real run of the quickstart: every
+"""The report's figures read from what they hold (rbl/report/chart/model.py), on a real run of the quickstart: every
 client of the run is in the same panel (one per user count) with one y scale, each configuration
 has its own colour (the same in every panel), the baseline is dashed, one legend carries units,
 every point has a marker; with one fault rate the x axis is what the run sweeps instead."""
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rbl.report.cells import load_cells
-from rbl.report.chart_axes import panel_axes
-from rbl.report.chart_svg import render
+from rbl.report.chart.axes import panel_axes
+from rbl.report.chart.svg import render
 from rbl.report.figures import PALETTE, build_figure, figure_facts
 
 from .conftest import run_rbl as rbl

@@ -16,7 +16,7 @@ from ..libraries.composition import pattern_names
 from ..libraries.istio import CONTROLLED
 from ..store.controllers import read_decisions
 from .cells import Cell
-from .chart import Chart
+from .chart.model import Chart
 from .figures import PALETTE, figure_entry, figure_facts, write_figure
 from .labels import Labeller
 

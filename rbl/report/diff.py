@@ -206,7 +206,7 @@ def write_diff(diff: RunDiff, out: Path) -> list[Path]:
 
 def diff_figure(diff: RunDiff):
     """One panel per metric: each cell's difference with its interval, flagged ones in red."""
-    from .chart import Chart, Ticks
+    from .chart.model import Chart, Ticks
 
     metrics = list(dict.fromkeys(c.metric for c in diff.cells))
     per_metric = {m: [c for c in diff.cells if c.metric == m and c.result.difference is not None] for m in metrics}

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .chart import Chart, Panel, Ticks
-from .chart_svg import chart_facts, write_chart
+from .chart.model import Chart, Panel, Ticks
+from .chart.svg import chart_facts, write_chart
 from .cells import METRIC_TITLES, Cell
 from .labels import Labeller, plural
 
@@ -29,7 +29,7 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 BASELINE_COLOUR = "#333333"
 # The report shows a figure at most this wide (its page's width at 1280 px), so a figure's smallest
 # text, in points, must be at least 0.6 x its width in inches to stay 10 px on screen (rbl/report
-# tests check every figure): 8-pt text allows 13.3 inches. SMALLEST_TEXT_PT is rbl/report/chart.py's.
+# tests check every figure): 8-pt text allows 13.3 inches. SMALLEST_TEXT_PT is rbl/report/chart/model.py's.
 PANEL_COLUMNS = 3
 
 
@@ -159,7 +159,7 @@ def write_figure(figure: Chart, out_dir: Path, stem: str) -> list[Path]:
 
 
 def figure_facts(figure: Chart) -> dict:
-    """What the report says of a drawn figure, for its readers and tests (rbl/report/chart.py)."""
+    """What the report says of a drawn figure, for its readers and tests (rbl/report/chart/model.py)."""
     return chart_facts(figure)
 
 

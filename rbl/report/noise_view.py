@@ -215,7 +215,7 @@ def cell_effects_rows(check: NoiseCheck) -> list[dict]:
 def build_noise_figure(check: NoiseCheck):
     """Per metric, each A/A pair's difference as a percentage of its scale with its interval; the
     band is the noise floor. Points outside 0's reach are the pairs that differ significantly."""
-    from .chart import Chart, Ticks
+    from .chart.model import Chart, Ticks
 
     measured = [m for m in check.metrics.values() if m.judged]
     columns = min(3, max(1, len(measured)))          # at most three across: legible at 1280 px
@@ -242,7 +242,7 @@ def build_noise_figure(check: NoiseCheck):
 
 
 def write_noise_figure(check: NoiseCheck, out_dir: Path) -> tuple[Path, dict] | None:
-    """noise-floor.svg and what the report says of it (rbl/report/chart.py facts)."""
+    """noise-floor.svg and what the report says of it (rbl/report/chart/model.py facts)."""
     if not check.measurable:
         return None
     from .figures import figure_facts, write_figure

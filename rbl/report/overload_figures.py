@@ -32,7 +32,7 @@ from ..store.open_metrics import (class_time_series, open_loop_metrics, response
                                   windowed_percentiles)
 from ..store.requests import REQUESTS, RESPONSE_CLASSES, read_requests
 from .cells import Cell
-from .chart import Chart, Ticks
+from .chart.model import Chart, Ticks
 from .figures import MARKERS, PALETTE, figure_entry, figure_facts, write_figure
 from .tradeoff_figure import tradeoff_figure
 from .labels import METRIC_TITLES, Labeller, load_of, load_text, number as _number

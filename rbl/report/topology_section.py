@@ -22,7 +22,7 @@ from rich.console import Console
 from ..store.hops import read_hops
 from ..topology import topology_from_record
 from .cells import Cell
-from .chart import Chart, Ticks
+from .chart.model import Chart, Ticks
 from .figures import PALETTE, figure_entry, figure_facts, write_figure
 from .keyed_table import NumberColumn, print_keyed_table
 from .labels import Labeller

@@ -7,7 +7,7 @@ worse than one on it on both counts; among those on the front, choosing is choos
 
 from __future__ import annotations
 
-from .chart import Chart
+from .chart.model import Chart
 from .figures import MARKERS, PALETTE
 from .labels import METRIC_TITLES
 

@@ -1,4 +1,4 @@
-"""Lays out a chart (rbl/report/chart.py) and writes it as SVG: the title on top, the legend right of
+"""Lays out a chart (rbl/report/chart/model.py) and writes it as SVG: the title on top, the legend right of
 the panels (or across the top or bottom), the panels in a grid with room for their titles, tick
 labels and axis titles measured from the text they hold. Units are points (the viewBox is the
 figure's size in points), so a font size is what it says on paper; text stays text."""
@@ -9,11 +9,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .chart import Chart, Panel
-from .chart_axes import Axis, axes_of
-from .chart_legend import draw_legend, legend_size
-from .chart_marks import series_shape, span_shape
-from .chart_text import FONT, PAD, SvgWriter, dash_style, text_height, text_width
+from .model import Chart, Panel
+from .axes import Axis, axes_of
+from .legend import draw_legend, legend_size
+from .marks import series_shape, span_shape
+from .text import FONT, PAD, SvgWriter, dash_style, text_height, text_width
 
 TICK = 3.5                       # tick mark length
 

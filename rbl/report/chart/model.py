@@ -1,6 +1,6 @@
 """rbl's figures as data: a chart is a grid of panels, each holding what is drawn in it (lines,
 points, bands, stacked areas, error bars, bars, spans, notes) with its axes' titles and scales.
-rbl/report/chart_svg.py lays a chart out and writes it as SVG, text kept as text, and says what
+rbl/report/chart/svg.py lays a chart out and writes it as SVG, text kept as text, and says what
 it shows (`facts`). A figure is
 drawn in milliseconds this way, where a plotting library's import alone took longer than the
 whole report is allowed; and what a figure holds can be read back (tests, `facts`).
@@ -85,7 +85,7 @@ class Panel:
     ylabel_colour: str = "#000000"
     xscale: str = "linear"
     yscale: str = "linear"
-    xticks: Ticks | None = None             # None: chosen from the range (rbl/report/chart_ticks.py)
+    xticks: Ticks | None = None             # None: chosen from the range (rbl/report/chart/ticks.py)
     yticks: Ticks | None = None
     invert_y: bool = False
     grid: str | None = "both"               # which axes' ticks get grid lines: "both", "x", "y" or None

@@ -1,11 +1,11 @@
-"""A chart's legend in SVG (rbl/report/chart_svg.py): a key and a name per entry, in as many of
+"""A chart's legend in SVG (rbl/report/chart/svg.py): a key and a name per entry, in as many of
 the columns asked for as fit across the figure, right of the panels or across the top or bottom."""
 
 from __future__ import annotations
 
-from .chart import Chart
-from .chart_marks import marker
-from .chart_text import PAD, SvgWriter, dash_style, text_height, text_width
+from .model import Chart
+from .marks import marker
+from .text import PAD, SvgWriter, dash_style, text_height, text_width
 
 
 KEY_W = 22.0                      # a legend key's width, points

@@ -1,4 +1,4 @@
-"""What a panel's data are drawn as in SVG (rbl/report/chart_svg.py): lines (stepped or not), bands,
+"""What a panel's data are drawn as in SVG (rbl/report/chart/svg.py): lines (stepped or not), bands,
 stacked areas, bars, error bars, intervals, spans and markers, in points on the page, from a
 panel's mapping of data to the page (px, py)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from .chart import Series
-from .chart_axes import Axis
-from .chart_text import SvgWriter, dash_style
+from .model import Series
+from .axes import Axis
+from .text import SvgWriter, dash_style
 
 
 def span_shape(writer: SvgWriter, span, px, top: float, h: float) -> str:

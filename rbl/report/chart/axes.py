@@ -1,14 +1,14 @@
-"""The axes of a chart's panels (rbl/report/chart.py): each panel's x and y range from what it
+"""The axes of a chart's panels (rbl/report/chart/model.py): each panel's x and y range from what it
 holds (or the whole grid's, where the chart shares an axis), and their ticks
-(rbl/report/chart_ticks.py), before anything is laid out: tick labels decide the margins."""
+(rbl/report/chart/ticks.py), before anything is laid out: tick labels decide the margins."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from .chart import Chart, Panel
-from .chart_ticks import data_range, linear_ticks, log_ticks, tick_text
+from .model import Chart, Panel
+from .ticks import data_range, linear_ticks, log_ticks, tick_text
 
 
 @dataclass

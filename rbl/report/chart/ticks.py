@@ -1,4 +1,4 @@
-"""Axis ranges and ticks for rbl's own figures (rbl/report/chart.py): a linear axis gets about five
+"""Axis ranges and ticks for rbl's own figures (rbl/report/chart/model.py): a linear axis gets about five
 ticks at round steps (1, 2, 2.5, 5 times a power of ten), a log axis its powers of ten labelled as
 plain numbers (20, 50, 100 ms, not 10^2), with the 2s and 5s between them labelled where the axis
 spans under three decades (else they collide) and drawn as unlabelled lines otherwise."""

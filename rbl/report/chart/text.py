@@ -1,4 +1,4 @@
-"""Text and shared drawing pieces of rbl's SVG figures (rbl/report/chart_svg.py): how wide and tall
+"""Text and shared drawing pieces of rbl's SVG figures (rbl/report/chart/svg.py): how wide and tall
 a text is without measuring glyphs, and the writer that collects a figure's elements, its text
 sizes (the smallest is what a reader must be able to read) and its patterns."""
 
