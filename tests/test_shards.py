@@ -259,3 +259,46 @@ def test_merge_reads_real_shards_as_untrusted_input_and_changes_none(runs, tmp_p
     assert _keys(_rows(tmp_path / "m")) == _keys(_rows(made["whole"])) - Counter(
         {(first["scenarioId"], first["round"], r["userId"]): 1 for r in _rows(made["whole"])
          if (r["scenarioId"], r["round"]) == (first["scenarioId"], first["round"])})
+
+
+def test_the_cluster_estimate_is_the_shards_own_split_started_in_index_order():
+    from rbl.store.shards import cluster_estimate, select
+    header, scenarios = _plan()
+    rounds = header["rounds"]
+    per_shard = [select(Shard(i, 3), header, lambda: scenarios, rounds).record["estimated_seconds"] for i in range(3)]
+    total = sum(per_shard)                                                      # the records round to 0.1 s
+    split = cluster_estimate(scenarios, SIZE, 3, None, rounds)
+    assert split.exact and split.parallelism == 3
+    assert split.longest_share == pytest.approx(max(per_shard) / total, abs=0.01)
+    assert split.wall_share == pytest.approx(split.longest_share)               # all at once: the longest
+    one_at_a_time = cluster_estimate(scenarios, SIZE, 3, 1, rounds)
+    assert one_at_a_time.wall_share == pytest.approx(1.0)                       # one slot: every shard in turn
+    two_slots = cluster_estimate(scenarios, SIZE, 3, 2, rounds)                 # shard 2 waits for the first free
+    first, second, third = per_shard
+    assert two_slots.wall_share == pytest.approx(max(first, second, min(first, second) + third) / total, abs=0.01)
+    assert split.wall_share < two_slots.wall_share <= one_at_a_time.wall_share
+
+
+def test_rbl_plan_estimates_a_split_run(tmp_path):
+    (tmp_path / "shards.rbl").write_text(SPEC)
+    alone = json.loads(run_rbl("plan", "shards.rbl", "--json", cwd=tmp_path).stdout)
+    done = run_rbl("plan", "shards.rbl", "--json", "--shards", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    cluster = json.loads(done.stdout)["cluster"]
+    assert (cluster["shards"], cluster["parallelism"], cluster["exact"]) == (3, 3, True)
+    assert 0.3 <= cluster["longest_shard_share"] < 0.5                          # about a third each
+    assert cluster["estimated_seconds"] < alone["estimated_seconds"]
+    text = run_rbl("plan", "shards.rbl", "--shards", "3", "--parallelism", "1", cwd=tmp_path).stdout
+    assert "cluster = 3 shards, 1 at a time: about" in text and "`rbl merge` come on top" in text
+    refused = run_rbl("plan", "shards.rbl", "--parallelism", "2", cwd=tmp_path)
+    assert refused.returncode == 2 and "add --shards N" in refused.stderr
+
+
+def test_a_plan_too_large_to_assign_here_is_estimated_as_an_even_split_without_listing_it():
+    from rbl.store.shards import cluster_estimate
+
+    def never():
+        raise AssertionError("listed")
+        yield
+    split = cluster_estimate(never(), 10 ** 12, 4, 2, 3)
+    assert not split.exact and (split.longest_share, split.wall_share) == (0.25, 0.5)

@@ -27,6 +27,11 @@ def plan(spec: Path = SpecArg,
          max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1, max=1000, metavar="N",
                                                   help="--until-resolved: the most rounds per scenario "
                                                        "[default: 20]."),
+         shards: Optional[int] = typer.Option(None, "--shards", min=1, max=10_000, metavar="N",
+                                              help="Estimate a run split into N shards on a cluster (`rbl run "
+                                                   "--backend kubernetes --shards N`): the Job's wall time."),
+         parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, metavar="P",
+                                                   help="--shards: pods running at once [default: all of them]."),
          rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt):
     """Print Size(S) = |F| x |U| x sum |CONF_i| with the factor breakdown, the runs and an
     estimated duration."""
@@ -41,18 +46,23 @@ def plan(spec: Path = SpecArg,
     if max_rounds is not None and not until_resolved:
         from ..errors import UsageError
         raise UsageError("--max-rounds bounds --until-resolved", hint="add --until-resolved, or give --rounds")
+    if parallelism is not None and shards is None:
+        from ..errors import UsageError
+        raise UsageError("--parallelism bounds the pods of --shards", hint="add --shards N")
     resolved_line = _until_resolved_line(space, header, request_time, max_rounds) if until_resolved else None
     expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time,
                         target_restarts(header))
     from .first_run import first_run_costs
     first = first_run_costs(space, header)
     extra_s = sum(seconds for seconds, _ in first)
+    cluster = _cluster(space, shards, parallelism, expected.seconds) if shards else None
     if json_output:
         keys = ("name", "size", "rounds", "runs", "breakdown", "fault", "users", "clients")
         typer.echo(json.dumps({**{k: header[k] for k in keys},
                                **({"overrides": list(space.overrides)} if space.overrides else {}),
                                "estimated_seconds": round(expected.seconds + extra_s, 1),
-                               "first_run_seconds": round(extra_s, 1)}, indent=2))
+                               "first_run_seconds": round(extra_s, 1),
+                               **({"cluster": cluster[0]} if cluster else {})}, indent=2))
         return
     from ..estimate import duration_text
     from ..planview import plan_summary
@@ -64,11 +74,32 @@ def plan(spec: Path = SpecArg,
                    "and its drain)")
     if resolved_line:
         typer.echo(resolved_line)
+    if cluster:
+        typer.echo(cluster[1])
     if first:
         typer.echo(f"          + about {duration_text(extra_s)} before the first round on this machine: "
                    + ", ".join(what for _, what in first))
     if space.overrides:
         typer.echo(f"overrides: {', '.join(space.overrides)}")
+
+
+def _cluster(space, shards: int, parallelism: int | None, seconds: float) -> tuple[dict, str]:
+    """The plan split as `rbl run --backend kubernetes --shards N` splits it: (JSON, text line). Each
+    shard's share of the work is the one the shards compute (rbl/store/shards.py), applied to the
+    estimate above; pods starting, images pulled and `rbl merge` come on top."""
+    from ..compiler.expand import iter_scenarios
+    from ..estimate import STARTUP_S, duration_text
+    from ..store.shards import cluster_estimate
+    split = cluster_estimate(iter_scenarios(space), space.size, shards, parallelism, space.rounds + space.warmup)
+    # every pod starts its own services; the rounds are what the shards divide
+    wall = STARTUP_S + max(0.0, seconds - STARTUP_S) * split.wall_share
+    at_once = "all at once" if split.parallelism == shards else f"{split.parallelism} at a time"
+    line = (f"cluster = {shards} shard{'s' if shards != 1 else ''}, {at_once}: about {duration_text(wall)} "
+            f"(the longest shard {split.longest_share:.0%} of the work"
+            + ("" if split.exact else f"; over {space.size} scenarios an even split is assumed")
+            + "; each pod's start and `rbl merge` come on top)")
+    return ({"shards": shards, "parallelism": split.parallelism, "estimated_seconds": round(wall, 1),
+             "longest_shard_share": round(split.longest_share, 4), "exact": split.exact}, line)
 
 
 def _until_resolved_line(space, header: dict, request_time: float | None, max_rounds: int | None) -> str:

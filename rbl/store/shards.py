@@ -185,3 +185,37 @@ def apply(run, header: dict, shard: Shard | None, rounds_per_scenario: int) -> S
     run.write_manifest(manifest)
     run.scenarios = selection.restrict(run.scenarios)
     return selection
+
+
+EXACT_LIMIT = 200_000             # scenarios `rbl plan` assigns one by one; beyond, it assumes a balanced split
+
+
+@dataclass(frozen=True)
+class ClusterEstimate:
+    """How a plan splits over `shards` pods, `parallelism` of them at once: the longest shard's
+    share of the plan's work, and the share of it the Job's wall time is (shards waiting for a
+    slot add theirs)."""
+    shards: int
+    parallelism: int
+    longest_share: float
+    wall_share: float
+    exact: bool                   # False: too many scenarios to assign here, a balanced split assumed
+
+
+def cluster_estimate(scenarios: Iterable[dict], size: int, count: int, parallelism: int | None,
+                     rounds: int) -> ClusterEstimate:
+    """What `rbl run --backend kubernetes --shards COUNT --parallelism P` does with the plan's work:
+    the same assignment the shards compute (assign), then shards started in index order, each on
+    the first slot free (as an Indexed Job starts its completions), and the last to end."""
+    slots = min(parallelism or count, count)
+    if size <= EXACT_LIMIT:
+        _, loads = assign(scenarios, count, rounds)
+        exact = True
+    else:
+        loads, exact = [1.0] * count, False
+    total = sum(loads) or 1.0
+    free = [0.0] * slots
+    for load in loads:
+        earliest = min(range(slots), key=lambda k: (free[k], k))
+        free[earliest] += load
+    return ClusterEstimate(count, slots, max(loads) / total, max(free) / total, exact)
