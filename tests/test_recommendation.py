@@ -330,6 +330,10 @@ def test_plan_estimates_a_run_until_resolved_and_refuses_as_run_does(tmp_path: P
     assert "3 rounds of every scenario first" in line and "at most 6 " in line, line
     seconds = lambda value, unit: float(value) * (60 if unit == "min" else 1)  # noqa: E731
     assert seconds(*most) > 1.5 * seconds(*first), line                # twice the rounds, more than 1.5x the time
+    as_json = run_rbl("plan", "spec.rbl", "--until-resolved", "--max-rounds", "6", "--json", cwd=tmp_path, timeout=120)
+    estimate = json.loads(as_json.stdout)["until_resolved"]                  # the same figures for a program
+    assert (estimate["first_rounds"], estimate["max_rounds"]) == (3, 6)
+    assert estimate["at_most_seconds"] > 1.5 * estimate["first_seconds"] > 0
     for args, message in ((["--max-rounds", "5"], "--max-rounds bounds --until-resolved"),
                           (["--until-resolved", "--max-rounds", "2"], "--max-rounds 2 is fewer than the 3 rounds")):
         refused = run_rbl("plan", "spec.rbl", *args, cwd=tmp_path, timeout=120)

@@ -49,7 +49,7 @@ def plan(spec: Path = SpecArg,
     if parallelism is not None and shards is None:
         from ..errors import UsageError
         raise UsageError("--parallelism bounds the pods of --shards", hint="add --shards N")
-    resolved_line = _until_resolved_line(space, header, request_time, max_rounds) if until_resolved else None
+    resolved = _until_resolved(space, header, request_time, max_rounds) if until_resolved else None
     expected = estimate(sample_space(space), space.size, space.rounds + space.warmup, request_time,
                         target_restarts(header))
     from .first_run import first_run_costs
@@ -62,6 +62,7 @@ def plan(spec: Path = SpecArg,
                                **({"overrides": list(space.overrides)} if space.overrides else {}),
                                "estimated_seconds": round(expected.seconds + extra_s, 1),
                                "first_run_seconds": round(extra_s, 1),
+                               **({"until_resolved": resolved[0]} if resolved else {}),
                                **({"cluster": cluster[0]} if cluster else {})}, indent=2))
         return
     from ..estimate import duration_text
@@ -72,8 +73,8 @@ def plan(spec: Path = SpecArg,
     else:                                  # open loop: a round lasts its load's duration, not its requests
         typer.echo(f"time    = about {duration_text(expected.seconds)} (each round its load's duration, "
                    "and its drain)")
-    if resolved_line:
-        typer.echo(resolved_line)
+    if resolved:
+        typer.echo(resolved[1])
     if cluster:
         typer.echo(cluster[1])
     if first:
@@ -102,8 +103,8 @@ def _cluster(space, shards: int, parallelism: int | None, seconds: float) -> tup
              "longest_shard_share": round(split.longest_share, 4), "exact": split.exact}, line)
 
 
-def _until_resolved_line(space, header: dict, request_time: float | None, max_rounds: int | None) -> str:
-    """What `rbl run --until-resolved` would take: its first rounds, then at most --max-rounds."""
+def _until_resolved(space, header: dict, request_time: float | None, max_rounds: int | None) -> tuple[dict, str]:
+    """What `rbl run --until-resolved` would take, its first rounds, then at most --max-rounds: (JSON, text)."""
     from ..estimate import duration_text, estimate, sample_space, target_restarts
     from ..runner.until_resolved import DEFAULT_FIRST_ROUNDS, until_resolved_header
     from .run import DEFAULT_MAX_ROUNDS
@@ -111,6 +112,8 @@ def _until_resolved_line(space, header: dict, request_time: float | None, max_ro
     first = max(space.rounds, DEFAULT_FIRST_ROUNDS)
     took = {n: estimate(sample_space(space), space.size, n + space.warmup, request_time,
                         target_restarts(header)).seconds for n in (first, most)}
-    return (f"until resolved: {first} rounds of every scenario first (about {duration_text(took[first])}), then "
+    line = (f"until resolved: {first} rounds of every scenario first (about {duration_text(took[first])}), then "
             f"one more at a time where the answer is not resolved: at most {most} (about "
             f"{duration_text(took[most])} if every scenario needed them)")
+    return ({"first_rounds": first, "max_rounds": most, "first_seconds": round(took[first], 1),
+             "at_most_seconds": round(took[most], 1)}, line)
