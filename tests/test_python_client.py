@@ -114,3 +114,12 @@ def test_share_client_shares_one_breaker_across_virtual_users(client_service, st
         assert sum(c.get("repeat", 1) for c in reply["calls"]) > 1
         assert reply["stopped_by"] == "max_duration"
         assert reply["total_us"] >= 300_000
+
+
+def test_a_mesh_policys_durations_are_bounded_in_milliseconds_and_its_counts_as_istio_does():
+    from rbl.clients.python.strategies import LIBRARIES, MAX_MILLISECONDS, JobError
+    retry = LIBRARIES["istio"]["retry"]
+    retry({"attempts": 2**32 - 1, "perTryTimeout": MAX_MILLISECONDS, "backoff": MAX_MILLISECONDS})
+    for bad in ({"perTryTimeout": MAX_MILLISECONDS + 1}, {"backoff": MAX_MILLISECONDS * 2}, {"attempts": 2**32}):
+        with pytest.raises(JobError):
+            retry(bad)

@@ -32,14 +32,15 @@ def _identity(fn: Call) -> Call:
 # The largest value a parameter may have, as rbl's catalogue bounds it (rbl/libraries/catalogue.py
 # CEILINGS; tests/test_parameter_bounds.py checks they agree): a duration (seconds), a factor, a count.
 MAX_SECONDS = 1e6
+MAX_MILLISECONDS = MAX_SECONDS * 1000    # the mesh policies' durations, which the job gives in ms
 MAX_FACTOR = 1e9
 MAX_COUNT = 2**31 - 1
 
 
 def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str, ...] = (),
-            durations: tuple[str, ...] = (), max_count: int = MAX_COUNT) -> dict:
+            durations: tuple[str, ...] = (), max_count: int = MAX_COUNT, max_duration: float = MAX_SECONDS) -> dict:
     """The job's parameters, checked: known names, their types, and each number within its bounds
-    (`positive` ones above 0, the others at least 0)."""
+    (`positive` ones above 0, the others at least 0; `durations` at most max_duration)."""
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise JobError(f"unknown parameter(s) {', '.join(unknown)[:200]}; expected {', '.join(allowed)}")
@@ -50,7 +51,7 @@ def _params(params: dict, allowed: dict[str, type | tuple], positive: tuple[str,
         if not isinstance(value, kinds):
             raise JobError(f"`{name}` has the wrong type: {repr(value)[:60]}")
         if kinds is not bool and kinds is not str:
-            high = max_count if kinds is int else MAX_SECONDS if name in durations else MAX_FACTOR
+            high = max_count if kinds is int else max_duration if name in durations else MAX_FACTOR
             _in_range(name, value, name in positive, high)
     return params
 
@@ -139,7 +140,9 @@ for _allowed in ISTIO_POLICIES.values():
 
 def sidecar_policy(allowed: dict) -> Callable[[dict], Callable[[Call], Call]]:
     def build(params: dict) -> Callable[[Call], Call]:
-        _params(params, allowed, max_count=2**32 - 1)     # Istio's uint32 counts (its own validation)
+        # Istio's uint32 counts (its own validation); every number of a policy that is not a count is a duration
+        durations = tuple(name for name, kind in allowed.items() if kind is _NUMBER)
+        _params(params, allowed, durations=durations, max_count=2**32 - 1, max_duration=MAX_MILLISECONDS)
         return _identity
     return build
 
