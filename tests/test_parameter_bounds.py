@@ -42,6 +42,13 @@ COMPANIONS = {
     ("gobreaker", "circuit_breaker", "bucketPeriod"): "interval = 1000000s",
     ("opossum", "circuit_breaker", "rollingCountTimeout"): "rollingCountBuckets = 1",
     ("failsafe", "rate_limiter", "maxExecutions"): "period = 1000000s",
+    ("failsafe", "adaptive_limiter", "minLimit"): "initialLimit = 100000\n    maxLimit = 100000",
+    ("failsafe", "adaptive_limiter", "initialLimit"): "maxLimit = 100000",
+    ("failsafe", "adaptive_limiter", "maxLimit"): "initialLimit = 1",
+    ("failsafe", "adaptive_limiter", "recentWindowMin"): "recentWindowMax = 1000000s",
+    ("failsafe", "adaptive_limiter", "recentWindowMax"): "recentWindowMin = 0ms",
+    ("failsafe", "adaptive_limiter", "initialRejectionFactor"): "maxRejectionFactor = 1000000000",
+    ("failsafe", "adaptive_limiter", "maxRejectionFactor"): "initialRejectionFactor = 1",
 }
 
 HEAD = """space bounds {
@@ -169,6 +176,13 @@ RELATION_CASES = [   # (library.pattern, assignments, fits)
     ("failsafe.rate_limiter", "maxExecutions = 2000000\n    period = 1ms", False),
     ("failsafe.rate_limiter", "maxExecutions = 2000000\n    period = 1ms\n    limiter = BURSTY", True),
     ("failsafe.rate_limiter", "maxExecutions = 1000\n    period = 1ms", True),
+    ("failsafe.adaptive_limiter", "initialLimit = 300", False),
+    ("failsafe.adaptive_limiter", "minLimit = 30", False),
+    ("failsafe.adaptive_limiter", "minLimit = 5\n    initialLimit = 5\n    maxLimit = 5", True),
+    ("failsafe.adaptive_limiter", "recentWindowMin = 2s\n    recentWindowMax = 1s", False),
+    ("failsafe.adaptive_limiter", "initialRejectionFactor = 2", False),
+    ("failsafe.adaptive_limiter", "initialRejectionFactor = 3\n    maxRejectionFactor = 2", False),
+    ("failsafe.adaptive_limiter", "initialRejectionFactor = 2\n    maxRejectionFactor = 3", True),
     ("gobreaker.circuit_breaker", "bucketPeriod = 1s", False),
     ("gobreaker.circuit_breaker", "bucketPeriod = 1s\n    interval = 10s", True),
     ("gobreaker.circuit_breaker", "bucketPeriod = 1ms\n    interval = 1000s", False),

@@ -43,7 +43,10 @@ def heavy(library: str) -> list[dict]:
         return [{"pattern": "circuit_breaker", "params": {
             "failureThreshold": 1, "failureThresholdingCapacity": window, "delay": 1,
             "successThreshold": upper(library, "circuit_breaker", "successThreshold"),
-            "successThresholdingCapacity": upper(library, "circuit_breaker", "successThresholdingCapacity")}}]
+            "successThresholdingCapacity": upper(library, "circuit_breaker", "successThresholdingCapacity")}},
+            {"pattern": "adaptive_limiter", "params": {   # its baseline and correlation windows at their bounds
+                name: upper(library, "adaptive_limiter", name)
+                for name in ("baselineWindowAge", "correlationWindowSize", "recentWindowMinSamples", "maxLimit")}}]
     if library == "gobreaker":          # as many buckets as the relation allows: interval / bucketPeriod
         return [{"pattern": "circuit_breaker", "params": {"interval": MAX_BUCKETS * 1000, "bucketPeriod": 1000}}]
     if library == "opossum":
@@ -64,7 +67,8 @@ LIGHT = {   # the same patterns at their smallest: the service's own growth from
     "resilience4j": [{"pattern": "circuit_breaker", "params": {"slidingWindowSize": 1, "minimumNumberOfCalls": 1,
                                                                "permittedNumberOfCallsInHalfOpenState": 1,
                                                                "waitDurationInOpenState": 1}}],
-    "failsafe": [{"pattern": "circuit_breaker", "params": {"delay": 1}}],
+    "failsafe": [{"pattern": "circuit_breaker", "params": {"delay": 1}},
+                 {"pattern": "adaptive_limiter", "params": {"baselineWindowAge": 1, "correlationWindowSize": 1}}],
     "gobreaker": [{"pattern": "circuit_breaker", "params": {}}],
     "opossum": [{"pattern": "circuit_breaker", "params": {}}],
     "cockatiel": [{"pattern": "bulkhead", "params": {"limit": 1}}, {"pattern": "retry", "params": {}}],

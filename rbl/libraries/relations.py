@@ -65,6 +65,24 @@ RELATIONS: dict[tuple[str, str], tuple[Relation, ...]] = {
         Relation(("jitterFactor", "jitter"), _not_both("jitterFactor", "jitter"),
                  "`jitter` and `jitterFactor` exclude each other", "keep one of them"),
     ),
+    ("failsafe", "adaptive_limiter"): (
+        Relation(("initialLimit", "minLimit"), _at_most("minLimit", "initialLimit"),
+                 "`initialLimit` must be at least `minLimit`", "WithLimits(minLimit, maxLimit, initialLimit) starts "
+                 "the limit at initialLimit, between the two"),
+        Relation(("initialLimit", "maxLimit"), _at_most("initialLimit", "maxLimit"),
+                 "`initialLimit` must be at most `maxLimit`", "WithLimits(minLimit, maxLimit, initialLimit) starts "
+                 "the limit at initialLimit, between the two"),
+        Relation(("recentWindowMax", "recentWindowMin"), _at_most("recentWindowMin", "recentWindowMax"),
+                 "`recentWindowMax` must be at least `recentWindowMin`",
+                 "WithRecentWindow(min, max, minSamples) collects for at least min and at most max"),
+        Relation(("initialRejectionFactor", "maxRejectionFactor"),
+                 _both_or_neither("initialRejectionFactor", "maxRejectionFactor"),
+                 "`initialRejectionFactor` and `maxRejectionFactor` go together (WithQueueing)", "set both, or neither"),
+        Relation(("initialRejectionFactor", "maxRejectionFactor"),
+                 _at_most("initialRejectionFactor", "maxRejectionFactor"),
+                 "`initialRejectionFactor` must be at most `maxRejectionFactor`",
+                 "queued executions start to be refused at limit x initialRejectionFactor, all at x maxRejectionFactor"),
+    ),
     ("failsafe", "circuit_breaker"): (
         Relation(("failureThresholdingCapacity", "failureThreshold"), _at_most("failureThreshold",
                                                                             "failureThresholdingCapacity"),

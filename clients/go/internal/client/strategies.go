@@ -14,6 +14,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/fallback"
@@ -34,9 +35,10 @@ type library struct {
 var Libraries = map[string]library{
 	"failsafe": {"github.com/failsafe-go/failsafe-go",
 		map[string]Builder{"baseline": baseline, "retry": failsafeRetry, "circuit_breaker": failsafeBreaker,
-			"timeout": failsafeTimeout, "bulkhead": failsafeBulkhead, "rate_limiter": failsafeRateLimiter,
-			"hedge": failsafeHedge, "fallback": failsafeFallback},
-		[]string{"baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "rate_limiter", "hedge", "fallback"}},
+			"timeout": failsafeTimeout, "bulkhead": failsafeBulkhead, "adaptive_limiter": failsafeAdaptiveLimiter,
+			"rate_limiter": failsafeRateLimiter, "hedge": failsafeHedge, "fallback": failsafeFallback},
+		[]string{"baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "adaptive_limiter", "rate_limiter",
+			"hedge", "fallback"}},
 	"gobreaker": {"github.com/sony/gobreaker/v2",
 		map[string]Builder{"baseline": baseline, "circuit_breaker": gobreakerBreaker},
 		[]string{"baseline", "circuit_breaker"}},
@@ -79,8 +81,8 @@ func refusalKind(err error) string {
 	case errors.Is(err, circuitbreaker.ErrOpen), errors.Is(err, gobreaker.ErrOpenState),
 		errors.Is(err, gobreaker.ErrTooManyRequests):
 		return "circuit_breaker"
-	case errors.Is(err, bulkhead.ErrFull):
-		return "bulkhead"
+	case errors.Is(err, bulkhead.ErrFull), errors.Is(err, adaptivelimiter.ErrExceeded):
+		return "bulkhead" // an adaptive limiter's refusal is a concurrency limit's, as a bulkhead's
 	case errors.Is(err, ratelimiter.ErrExceeded):
 		return "rate_limiter"
 	}
@@ -313,6 +315,54 @@ func failsafeBulkhead(values map[string]any) (*Instance, error) {
 		return nil, p.err
 	}
 	return &Instance{Policy: bulkhead.NewBuilder[any](uint(concurrency)).WithMaxWaitTime(wait).Build()}, nil
+}
+
+// adaptivelimiter.NewBuilder(): WithLimits, WithMaxLimitFactor, WithRecentWindow, WithRecentQuantile,
+// WithBaselineWindow, WithCorrelationWindow, and WithQueueing with WithMaxWaitTime when both rejection
+// factors are given. The builder panics on what it refuses; every such value is a 400 here first.
+func failsafeAdaptiveLimiter(values map[string]any) (*Instance, error) {
+	p := readParams(values, "minLimit", "maxLimit", "initialLimit", "maxLimitFactor", "recentWindowMin",
+		"recentWindowMax", "recentWindowMinSamples", "recentQuantile", "baselineWindowAge", "correlationWindowSize",
+		"initialRejectionFactor", "maxRejectionFactor", "maxWaitTime")
+	minLimit := p.integer("minLimit", 1, maxWindow, 1)
+	maxLimit := p.integer("maxLimit", 1, maxWindow, 200)
+	initialLimit := p.integer("initialLimit", 1, maxWindow, 20)
+	factor := p.number("maxLimitFactor", 1, maxFactor, 5)
+	recentMin := p.duration("recentWindowMin", time.Second)
+	recentMax := p.duration("recentWindowMax", 30*time.Second)
+	samples := p.integer("recentWindowMinSamples", 1, maxWindow, 50)
+	quantile := p.number("recentQuantile", 0, 1, 0.9)
+	age := p.integer("baselineWindowAge", 1, maxWindow, 10)
+	correlation := p.integer("correlationWindowSize", 1, maxWindow, 50)
+	initialRejection := p.number("initialRejectionFactor", 1, maxFactor, 0)
+	maxRejection := p.number("maxRejectionFactor", 1, maxFactor, 0)
+	wait := p.duration("maxWaitTime", 0)
+	switch {
+	case quantile <= 0 || quantile >= 1:
+		p.fail("`recentQuantile` must be above 0 and below 1")
+	case !(minLimit <= initialLimit && initialLimit <= maxLimit):
+		p.fail("`initialLimit` must be between `minLimit` and `maxLimit`")
+	case recentMin > recentMax:
+		p.fail("`recentWindowMax` must be at least `recentWindowMin`")
+	case p.has("initialRejectionFactor") != p.has("maxRejectionFactor"):
+		p.fail("`initialRejectionFactor` and `maxRejectionFactor` go together")
+	case initialRejection > maxRejection:
+		p.fail("`initialRejectionFactor` must be at most `maxRejectionFactor`")
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	builder := adaptivelimiter.NewBuilder[any]().
+		WithLimits(uint(minLimit), uint(maxLimit), uint(initialLimit)).
+		WithMaxLimitFactor(factor).
+		WithRecentWindow(recentMin, recentMax, uint(samples)).
+		WithRecentQuantile(quantile).
+		WithBaselineWindow(uint(age)).
+		WithCorrelationWindow(uint(correlation))
+	if p.has("initialRejectionFactor") {
+		builder = builder.WithQueueing(initialRejection, maxRejection).WithMaxWaitTime(wait)
+	}
+	return &Instance{Policy: builder.Build()}, nil
 }
 
 // ratelimiter.NewSmoothBuilder / NewBurstyBuilder(maxExecutions, period).WithMaxWaitTime(maxWaitTime):
