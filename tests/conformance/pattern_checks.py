@@ -14,6 +14,7 @@ early, by WAIT_EARLY_MS; lateness judged against what plain sleeps saw at that m
 from __future__ import annotations
 
 import itertools
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from rbl.runner.pattern_oracles import TIMEOUT_TOLERANCE_MS
@@ -118,6 +119,39 @@ def check_bulkhead_admits_at_most_its_limit(url: str, proxy, profile: Profile, l
     for call in refused:
         assert not call["ok"] and call.get("rejected") == "bulkhead", f"a refused call names the bulkhead: {call}"
         assert 0 <= call.get("wait_us", -1) < delay_ms * 1000 / 2, f"a bulkhead without a wait refuses at once: {call}"
+
+
+# -- adaptive limiter -------------------------------------------------------------------------------
+def refusals_while(url: str, proxy, strategy: list[dict], callers: int, instance: str, seconds: float) -> int:
+    """`callers` virtual users calling without pause through one shared instance for `seconds`: how
+    many calls the limit refused (each must name it as a bulkhead's, a concurrency limit's refusal)."""
+    deadline = time.monotonic() + seconds
+
+    def caller(vu: int) -> int:
+        refused = 0
+        while time.monotonic() < deadline:
+            (call,) = one_call(url, proxy, strategy, share="client", instance=instance, vu=vu)["calls"]
+            if not call["requests"]:
+                assert call.get("rejected") == "bulkhead", f"a refused call names a concurrency limit: {call}"
+                refused += 1
+        return refused
+    with ThreadPoolExecutor(callers) as pool:
+        return sum(pool.map(caller, range(1, callers + 1)))
+
+
+def check_adaptive_limiter_lowers_its_limit_when_latency_rises(url: str, proxy, profile: Profile, limit: int = 16,
+                                                               fast_ms: int = 5, slow_ms: int = 60) -> None:
+    """As many callers as the initial limit, calling without pause: while responses take fast_ms the
+    limit has room for them all; when they jump to slow_ms (12x) the limiter lowers its limit below
+    the callers, so some calls are refused, which a fixed limit of the same size never does."""
+    strategy = [{"pattern": "adaptive_limiter", "params": profile.adaptive_limiter(limit)}]
+    instance = fresh_instance("adaptive-limiter")
+    _slow(proxy, fast_ms)
+    refusals_while(url, proxy, strategy, limit, instance, 1.5)             # the baseline: fast responses
+    _slow(proxy, slow_ms)
+    refused = refusals_while(url, proxy, strategy, limit, instance, 2.0)
+    assert refused > 0, (f"an adaptive limiter of {limit} refused none of {limit} callers after responses went "
+                         f"from {fast_ms} to {slow_ms} ms: its limit did not fall")
 
 
 # -- rate limiter -----------------------------------------------------------------------------------

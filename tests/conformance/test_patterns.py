@@ -13,6 +13,7 @@ from .wrong_clients import rewriting_client
 
 TIMEOUT = selected_profiles("timeout")
 BULKHEAD = selected_profiles("bulkhead")
+ADAPTIVE_LIMITER = selected_profiles("adaptive_limiter")
 RATE_LIMITER = selected_profiles("rate_limiter")
 HEDGE = selected_profiles("hedge")
 FALLBACK = [p for p in selected_profiles() if p.fallback]
@@ -77,6 +78,23 @@ def test_a_client_that_admits_one_more_fails_conformance(client_url, start_proxy
     with mismapped_client(client_url(profile), one_more) as url:
         with pytest.raises(AssertionError, match="admitted 3 of 6"):
             checks.check_bulkhead_admits_at_most_its_limit(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", ADAPTIVE_LIMITER, ids=ids(ADAPTIVE_LIMITER))
+def test_adaptive_limiter_lowers_its_limit_when_latency_rises(client_url, start_proxy, profile):
+    checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", ADAPTIVE_LIMITER, ids=ids(ADAPTIVE_LIMITER))
+def test_a_client_that_takes_the_initial_limit_for_the_least_fails_conformance(client_url, start_proxy, profile):
+    """WithLimits(min, max, initial) given its arguments in another order: the limit cannot fall."""
+    def fixed(pattern: str, params: dict) -> dict:
+        if pattern == "adaptive_limiter":
+            params["minLimit"] = params["initialLimit"]
+        return params
+    with mismapped_client(client_url(profile), fixed) as url:
+        with pytest.raises(AssertionError, match="its limit did not fall"):
+            checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(url, start_proxy(), profile)
 
 
 @pytest.mark.parametrize("profile", RATE_LIMITER, ids=ids(RATE_LIMITER))

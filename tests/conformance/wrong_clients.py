@@ -24,6 +24,12 @@ from rbl.clients.protocol import MAX_INSTANCE_CHARS
 from .checks import post
 
 
+class _Server(ThreadingHTTPServer):
+    # many callers at once (a concurrency check): the default backlog of 5 resets the sixth connection
+    request_queue_size = 128
+    daemon_threads = True
+
+
 @contextmanager
 def rewriting_client(real_url: str, rewrite: Callable[[dict], dict],
                      rewrite_reply: Callable[[dict], dict] = lambda reply: reply):
@@ -51,7 +57,7 @@ def rewriting_client(real_url: str, rewrite: Callable[[dict], dict],
             status, reply = post(real_url, self.path, rewrite(job))
             self._answer(status, rewrite_reply(reply) if status == 200 else reply)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Forwarder)
+    server = _Server(("127.0.0.1", 0), Forwarder)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
