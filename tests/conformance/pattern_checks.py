@@ -154,6 +154,37 @@ def check_adaptive_limiter_lowers_its_limit_when_latency_rises(url: str, proxy, 
                          f"from {fast_ms} to {slow_ms} ms: its limit did not fall")
 
 
+# -- adaptive throttler -----------------------------------------------------------------------------
+def sre_refusal_share(executed: int, successes: int, threshold: float, cap: float = 0.9) -> float:
+    """The share of calls the SRE book's client-side throttling refuses once it has seen `executed`
+    executions, `successes` of them successful, allowing a `threshold` share of failures."""
+    return min(cap, max(0.0, executed - successes / (1 - threshold)) / (executed + 1))
+
+
+def check_adaptive_throttler_refuses_in_proportion_to_failures(url: str, proxy, profile: Profile,
+                                                               calls: int = 400) -> None:
+    """About half the requests fail (the proxy's 50% abort): a throttler refuses calls at the SRE
+    book's rate for the failures its executions met, about 1 - 0.5/0.9 = 44% when it allows 10%
+    failures and about none when it allows 50%; each refusal names the shedding as a rate
+    limiter's and sends no request."""
+    proxy.set_fault(abort__abort_percent=50, abort__http_status=503)
+    for percent in (10, 50):
+        strategy = [{"pattern": "adaptive_throttler", "params": profile.adaptive_throttler(percent)}]
+        instance = fresh_instance("adaptive-throttler")
+        executed = successes = refused = 0
+        for _ in range(calls):
+            (call,) = one_call(url, proxy, strategy, share="client", instance=instance)["calls"]
+            if not call["requests"]:
+                assert call.get("rejected") == "rate_limiter", f"a throttled call names a rate limit: {call}"
+                refused += 1
+            else:
+                executed, successes = executed + 1, successes + call["ok"]
+        expected = sre_refusal_share(executed, successes, percent / 100)
+        assert abs(refused / calls - expected) <= 0.08, (
+            f"an adaptive throttler allowing {percent}% failures refused {refused / calls:.0%} of {calls} calls, "
+            f"{executed - successes} of the {executed} executed failing; the SRE rule gives {expected:.0%}")
+
+
 # -- rate limiter -----------------------------------------------------------------------------------
 def check_rate_limiter_never_exceeds_its_rate(url: str, proxy, profile: Profile, permits: int = 2,
                                               period_ms: int = 100, calls: int = 10) -> None:

@@ -27,6 +27,7 @@ class Profile:
     bulkhead: Callable[[int], dict] | None = None                         # (concurrent calls), no wait
     # (initial = most concurrent calls): a limit that adapts within 1..initial, over windows of ~20 ms
     adaptive_limiter: Callable[[int], dict] | None = None
+    adaptive_throttler: Callable[[int], dict] | None = None               # (failure rate threshold, %)
     rate_limiter: Callable[[int, int, int], dict] | None = None           # (permits, period ms, wait ms)
     rate_starts: Callable[[int, int, int], float] | None = None           # (permits, period ms, k): earliest k-th start
     hedge: Callable[[int], dict] | None = None                            # (delay ms), one hedge
@@ -106,8 +107,8 @@ OPOSSUM = Profile(
 
 FAILSAFE = Profile(
     "failsafe", "go", "failsafe",
-    ("baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "adaptive_limiter", "rate_limiter", "hedge",
-     "fallback"),
+    ("baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "adaptive_limiter", "adaptive_throttler",
+     "rate_limiter", "hedge", "fallback"),
     retry_fixed=lambda n, ms: {"maxAttempts": n, "delay": ms},
     # WithBackoffFactor(delay, maxDelay, factor): delay * factor^(k-1), capped at maxDelay
     retry_exponential=lambda n, ms, m: {"maxAttempts": n, "delay": ms, "maxDelay": 60_000, "delayFactor": m},
@@ -118,6 +119,7 @@ FAILSAFE = Profile(
     bulkhead=lambda n: {"maxConcurrency": n, "maxWaitTime": 0},
     adaptive_limiter=lambda n: {"minLimit": 1, "maxLimit": n, "initialLimit": n, "recentWindowMin": 20,
                                 "recentWindowMinSamples": 5},
+    adaptive_throttler=lambda percent: {"failureRateThreshold": percent, "thresholdingPeriod": 60_000},
     rate_limiter=lambda n, ms, wait: {"limiter": "BURSTY", "maxExecutions": n, "period": ms, "maxWaitTime": wait},
     rate_starts=_periods_start,           # NewBurstyBuilder: maxExecutions per period
     hedge=lambda ms: {"delay": ms, "maxHedges": 1},

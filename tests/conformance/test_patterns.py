@@ -14,6 +14,7 @@ from .wrong_clients import rewriting_client
 TIMEOUT = selected_profiles("timeout")
 BULKHEAD = selected_profiles("bulkhead")
 ADAPTIVE_LIMITER = selected_profiles("adaptive_limiter")
+ADAPTIVE_THROTTLER = selected_profiles("adaptive_throttler")
 RATE_LIMITER = selected_profiles("rate_limiter")
 HEDGE = selected_profiles("hedge")
 FALLBACK = [p for p in selected_profiles() if p.fallback]
@@ -95,6 +96,20 @@ def test_a_client_that_takes_the_initial_limit_for_the_least_fails_conformance(c
     with mismapped_client(client_url(profile), fixed) as url:
         with pytest.raises(AssertionError, match="its limit did not fall"):
             checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(url, start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", ADAPTIVE_THROTTLER, ids=ids(ADAPTIVE_THROTTLER))
+def test_adaptive_throttler_refuses_in_proportion_to_failures(client_url, start_proxy, profile):
+    checks.check_adaptive_throttler_refuses_in_proportion_to_failures(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", ADAPTIVE_THROTTLER, ids=ids(ADAPTIVE_THROTTLER))
+def test_a_client_that_takes_the_threshold_as_a_fraction_throttles_too_much(client_url, start_proxy, profile):
+    """50% handed over as 0.5 (points taken for a fraction): half the calls failing exceeds it."""
+    (key,) = changed_keys(profile.adaptive_throttler(10), profile.adaptive_throttler(11))
+    with mismapped_client(client_url(profile), _scaled("adaptive_throttler", key, 0.01)) as url:
+        with pytest.raises(AssertionError, match="an adaptive throttler allowing [0-9]+% failures refused"):
+            checks.check_adaptive_throttler_refuses_in_proportion_to_failures(url, start_proxy(), profile)
 
 
 @pytest.mark.parametrize("profile", RATE_LIMITER, ids=ids(RATE_LIMITER))

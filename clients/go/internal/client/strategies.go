@@ -15,6 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
+	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/fallback"
@@ -36,9 +37,10 @@ var Libraries = map[string]library{
 	"failsafe": {"github.com/failsafe-go/failsafe-go",
 		map[string]Builder{"baseline": baseline, "retry": failsafeRetry, "circuit_breaker": failsafeBreaker,
 			"timeout": failsafeTimeout, "bulkhead": failsafeBulkhead, "adaptive_limiter": failsafeAdaptiveLimiter,
-			"rate_limiter": failsafeRateLimiter, "hedge": failsafeHedge, "fallback": failsafeFallback},
-		[]string{"baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "adaptive_limiter", "rate_limiter",
-			"hedge", "fallback"}},
+			"adaptive_throttler": failsafeAdaptiveThrottler, "rate_limiter": failsafeRateLimiter, "hedge": failsafeHedge,
+			"fallback": failsafeFallback},
+		[]string{"baseline", "retry", "circuit_breaker", "timeout", "bulkhead", "adaptive_limiter", "adaptive_throttler",
+			"rate_limiter", "hedge", "fallback"}},
 	"gobreaker": {"github.com/sony/gobreaker/v2",
 		map[string]Builder{"baseline": baseline, "circuit_breaker": gobreakerBreaker},
 		[]string{"baseline", "circuit_breaker"}},
@@ -83,8 +85,8 @@ func refusalKind(err error) string {
 		return "circuit_breaker"
 	case errors.Is(err, bulkhead.ErrFull), errors.Is(err, adaptivelimiter.ErrExceeded):
 		return "bulkhead" // an adaptive limiter's refusal is a concurrency limit's, as a bulkhead's
-	case errors.Is(err, ratelimiter.ErrExceeded):
-		return "rate_limiter"
+	case errors.Is(err, ratelimiter.ErrExceeded), errors.Is(err, adaptivethrottler.ErrExceeded):
+		return "rate_limiter" // a throttler's refusal sheds load by rate, as a rate limiter's
 	}
 	return ""
 }
@@ -363,6 +365,29 @@ func failsafeAdaptiveLimiter(values map[string]any) (*Instance, error) {
 		builder = builder.WithQueueing(initialRejection, maxRejection).WithMaxWaitTime(wait)
 	}
 	return &Instance{Policy: builder.Build()}, nil
+}
+
+// adaptivethrottler.NewBuilder(): HandleIf(handled), WithFailureRateThreshold(rate, executionThreshold,
+// thresholdingPeriod), WithMaxRejectionRate: Google SRE client-side throttling, ErrExceeded when a
+// call is drawn for rejection.
+func failsafeAdaptiveThrottler(values map[string]any) (*Instance, error) {
+	p := readParams(values, "failureRateThreshold", "executionThreshold", "thresholdingPeriod", "maxRejectionRate")
+	rate := p.number("failureRateThreshold", 0, 100, 10) / 100
+	executions := p.integer("executionThreshold", 0, maxInt, 0)
+	period := p.duration("thresholdingPeriod", time.Minute)
+	rejection := p.number("maxRejectionRate", 0, 100, 90) / 100
+	if period < time.Millisecond {
+		// the period is split into 20 buckets, and the clock divided by a bucket's length
+		p.fail("`thresholdingPeriod` must be at least 1 ms, got %s", period)
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &Instance{Policy: adaptivethrottler.NewBuilder[any]().
+		HandleIf(handled).
+		WithFailureRateThreshold(rate, uint(executions), period).
+		WithMaxRejectionRate(rejection).
+		Build()}, nil
 }
 
 // ratelimiter.NewSmoothBuilder / NewBurstyBuilder(maxExecutions, period).WithMaxWaitTime(maxWaitTime):
