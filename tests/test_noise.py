@@ -4,6 +4,7 @@ compiled plan with observations made up to be alike or not."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_file
@@ -150,13 +151,16 @@ def test_the_figure_draws_one_interval_per_pair_and_colours_the_significant_ones
     cells = cells_with(scenarios, 6, lambda s, r, u: 10 + shifted.get(s["id"], 0) + rng.normal(0, 0.5))
     check = noise_check(header, cells, [METRIC, "totalExecutionTime"], "auto")
     figure = build_noise_figure(check)
-    assert len(figure.axes) == 1                # totalExecutionTime has no values: no panel
-    ax = figure.axes[0]
-    intervals = [line for line in ax.get_lines() if len(line.get_xdata()) == 2 and line.get_ydata()[0] == line.get_ydata()[1]]
-    assert len(intervals) == 12
-    red = [line for line in intervals if line.get_color() == "#d55e00"]
+    shown = [panel for panel in figure.panels if panel.visible and panel.has_data()]
+    assert len(shown) == 1                      # totalExecutionTime has no values: no panel
+    (ax,) = shown
+    intervals = [s for s in ax.series if s.kind == "interval"]
+    assert len(intervals) == 12 and all(len(s.xs) == 1 for s in intervals)        # one segment per pair
+    red = [s for s in intervals if s.colour == "#d55e00"]
     assert len(red) == len(check.metrics[METRIC].significant) > 0
-    assert "significant" in ax.get_title()
+    assert "significant" in ax.title
+    (floor,) = ax.spans                                                              # the band: +- the floor
+    assert floor.end == -floor.start == pytest.approx(check.metrics[METRIC].floor * 100)
 
 
 def test_a_few_significant_pairs_are_what_honest_intervals_give_by_chance():

@@ -26,9 +26,16 @@ def run_example(root: Path, name: str) -> tuple[list[dict], list[dict], str]:
     return rows, list(read_hops(root / "run")), done.stdout + done.stderr
 
 
+def other_cores(root: Path) -> float:
+    """The cores other processes used while the rounds ran, as the runner measured (0: not measured)."""
+    manifest = json.loads((root / "run" / "manifest.json").read_text())
+    return (manifest["sessions"][-1].get("otherWork") or {}).get("otherCores", 0.0)
+
+
 @pytest.fixture(scope="module")
 def cart(tmp_path_factory):
-    return run_example(tmp_path_factory.mktemp("cart"), "boutique-cart.rbl")
+    root = tmp_path_factory.mktemp("cart")
+    return (*run_example(root, "boutique-cart.rbl"), other_cores(root))
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +50,7 @@ def _placed(rows: list[dict], hops: list[dict], host: str) -> tuple[dict, dict]:
 
 
 def test_breaking_at_tier_1_fails_fast_and_wastes_less_than_at_tier_3(cart):
-    rows, hops, output = cart
+    rows, hops, output, crowded_by = cart
     assert "NOT enforced" not in output, output            # the budgets are what makes the chain saturate
     tier1, tier1_hops = _placed(rows, hops, "frontend")
     tier3, tier3_hops = _placed(rows, hops, "productcatalog")
@@ -51,9 +58,14 @@ def test_breaking_at_tier_1_fails_fast_and_wastes_less_than_at_tier_3(cart):
     assert tier1["circuitBrokenShare"] > 0 and tier1_hops["wastedCpuSeconds"] == 0
     assert all(e["sidecarPoolOverflows"] == 0 for e in tier1_hops["edges"])
     assert any(e["sidecarPoolOverflows"] > 0 for e in tier3_hops["edges"] if e["callee"] == "productcatalog")
-    # the requests that succeed are answered sooner, and less CPU goes to requests refused late
-    assert tier1["successP95Ms"] < tier3["successP95Ms"], (tier1["successP95Ms"], tier3["successP95Ms"])
+    # less CPU goes to requests refused late, and the requests that succeed are answered sooner. One
+    # round of each, one after the other: with a core or more of other work beside them (the runner
+    # measures it and says so), their tails measure the neighbours as much as the placement
     assert tier1_hops["wastedCpuSeconds"] < tier3_hops["wastedCpuSeconds"]
+    if crowded_by < 1.0:
+        assert tier1["successP95Ms"] < tier3["successP95Ms"], (tier1["successP95Ms"], tier3["successP95Ms"])
+    else:
+        assert "other processes used" in output, output
     assert all(h["oracleViolations"] == [] for h in hops)
 
 
