@@ -109,7 +109,7 @@ def varying_conditions(cells: list[Cell]) -> set[str]:
 
 def overload_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Path) -> tuple[list[dict], list[Path]]:
     """The figures (for report.html: title and SVG in base64) and their files; none without requests/.
-    Drawn here, one after the other (the report draws overload_plans side by side: drawing.py)."""
+    Drawn here, one after the other (the report makes overload_plans itself, beside its other figures)."""
     figures, files = [], []
     for make in overload_plans(run_dir, header, cells):
         title, stem, figure = make()
