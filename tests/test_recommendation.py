@@ -289,7 +289,6 @@ def test_a_run_until_resolved_adds_rounds_where_the_answer_needs_them(tmp_path: 
     assert all(" ".join(item["text"].split()) in flat for item in answer), (flat, answer)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "run" / "report" / "report.html").read_text()
-    assert re.search(r"3(-[4-6])? rounds \(until resolved, at most 6\) x ", html), html[:2000]
     header = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert header["rounds"] == 6 and header["until_resolved"] == {"rounds": 3}
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
@@ -298,6 +297,10 @@ def test_a_run_until_resolved_adds_rounds_where_the_answer_needs_them(tmp_path: 
         rounds.setdefault(row["scenarioId"], set()).add(row["round"])
     assert len(rounds) == header["size"]
     assert all(set(range(1, 4)) <= numbers <= set(range(1, 7)) for numbers in rounds.values()), rounds
+    # the report says the rounds the cells took (which cells need a fourth depends on the machine's noise)
+    low, high = min(map(len, rounds.values())), max(map(len, rounds.values()))
+    took = f"{low}-{high}" if low < high else f"{low}"
+    assert f"{took} rounds (until resolved, at most 6) x " in html, re.findall(r"[^>]{0,20}rounds \(until[^<]{0,40}", html)
     (session,) = json.loads((tmp_path / "run" / "manifest.json").read_text())["sessions"]
     added = sum(len(numbers) - 3 for numbers in rounds.values())
     assert session["untilResolved"]["moreRounds"] == added

@@ -19,8 +19,9 @@ from .conftest import REPO, run_rbl
 SHORT = ("--rounds", "1", "--set", "load.duration=8s", "--set", "load.warmup=2s")
 
 
-def run_example(root: Path, name: str) -> tuple[list[dict], list[dict], str]:
-    done = run_rbl("run", str(REPO / "examples" / name), "-o", str(root / "run"), *SHORT, cwd=root, timeout=900)
+def run_example(root: Path, name: str, *overrides: str) -> tuple[list[dict], list[dict], str]:
+    done = run_rbl("run", str(REPO / "examples" / name), "-o", str(root / "run"), *SHORT, *overrides, cwd=root,
+                   timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for line in (root / "run" / "results.jsonl").read_text().splitlines()]
     return rows, list(read_hops(root / "run")), done.stdout + done.stderr
@@ -34,8 +35,12 @@ def other_cores(root: Path) -> float:
 
 @pytest.fixture(scope="module")
 def cart(tmp_path_factory):
+    # at the paper's 120% a short round queues only a fifth of the capacity per second beyond what is
+    # served: a pool of 20 fills late or not at all (seen at tier 1 and at tier 3, on a quiet machine
+    # and a busy one), and a capacity measured 20% high leaves no overload. At 200% it fills within
+    # the warm-up wherever it is placed; the shape the paper reports is the same
     root = tmp_path_factory.mktemp("cart")
-    return (*run_example(root, "boutique-cart.rbl"), other_cores(root))
+    return (*run_example(root, "boutique-cart.rbl", "--set", "load.rate=200%"), other_cores(root))
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +59,7 @@ def test_breaking_at_tier_1_fails_fast_and_wastes_less_than_at_tier_3(cart):
     assert "NOT enforced" not in output, output            # the budgets are what makes the chain saturate
     tier1, tier1_hops = _placed(rows, hops, "frontend")
     tier3, tier3_hops = _placed(rows, hops, "productcatalog")
-    # at 120% of capacity both refuse; tier 1 at the client's sidecar, before any work is done
+    # overloaded, both refuse; tier 1 at the client's sidecar, before any work is done
     assert tier1["circuitBrokenShare"] > 0 and tier1_hops["wastedCpuSeconds"] == 0
     assert all(e["sidecarPoolOverflows"] == 0 for e in tier1_hops["edges"])
     assert any(e["sidecarPoolOverflows"] > 0 for e in tier3_hops["edges"] if e["callee"] == "productcatalog")
