@@ -61,6 +61,13 @@ SPEC = """space mesh {
     outlier_detection.consecutive5xxErrors = 3
   }
 
+  client istio.retry + retry_budget as budgeted {
+    retry.attempts = 3
+    retry_budget.percent in [0%, 12.5%]
+    retry_budget.minRetryConcurrency = 5
+    retry_budget.budgetInterval = 10s
+  }
+
   client tenacity.baseline {}
 }
 """
@@ -96,8 +103,8 @@ def _resources(out: Path, client: str, configuration: int = 0) -> tuple[dict, di
 
 def test_every_written_file_is_valid_for_istio(compiled):
     files = sorted((compiled / "istio").glob("*/*.yaml"))
-    # one file per configuration of every istio client: 1 + 2 + 2 + 1 + 1 + 2 + 1
-    assert len(files) == len(_index(compiled)) == 10
+    # one file per configuration of every istio client: 1 + 2 + 2 + 1 + 1 + 2 + 1 + 2
+    assert len(files) == len(_index(compiled)) == 12
     done = check_istio(*files)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count(": ok") == len(files)
@@ -148,6 +155,10 @@ def test_a_composed_client_writes_every_policy(compiled):
     rule, route = _resources(compiled, "guarded")
     assert route["timeout"] == "2000ms" and "retries" not in route
     assert rule["trafficPolicy"]["outlierDetection"]["consecutive5xxErrors"] == 3
+    rule, route = _resources(compiled, "budgeted", 1)
+    assert rule["trafficPolicy"] == {"retryBudget": {"percent": 12.5, "minRetryConcurrency": 5,
+                                                     "budgetInterval": "10000ms"}}
+    assert route["retries"]["attempts"] == 3
 
 
 def test_every_file_names_the_same_rules_for_the_service(compiled):

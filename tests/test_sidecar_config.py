@@ -89,6 +89,23 @@ def test_outlier_detection_follows_istio():
     assert "outlier_detection" not in cluster("retry", {"attempts": 1}, ADDRESSES)
 
 
+def test_a_retry_budget_follows_istio_and_envoy_accepts_it(tmp_path):
+    assert "retry_budget" not in _thresholds("retry", {"attempts": 1})
+    defaults = _thresholds("retry_budget", {"minRetryConcurrency": 0})       # 0: Istio's default, as unset
+    assert defaults["retry_budget"] == {"budget_percent": {"value": 20.0}, "min_retry_concurrency": 3}
+    given = _thresholds("retry+retry_budget", {"retry.attempts": 2, "retry_budget.percent": 12.5,
+                                               "retry_budget.minRetryConcurrency": 1,
+                                               "retry_budget.budgetInterval": 10_000})
+    assert given["retry_budget"] == {"budget_percent": {"value": 12.5}, "min_retry_concurrency": 1,
+                                     "budget_interval": "10.000s"}
+    path = tmp_path / "budget.json"
+    path.write_text(json.dumps(static_bootstrap(ADDRESSES, "retry+retry_budget", {"retry_budget.percent": 0,
+                                                                                 "retry_budget.budgetInterval": 1})))
+    done = subprocess.run([str(envoy_binary()), "--mode", "validate", "-c", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def _example_configurations() -> list[tuple[str, dict]]:
     space = compile_file(REPO / "examples" / "mesh-vs-library.rbl").space
     seen: dict[str, tuple[str, dict]] = {}

@@ -126,6 +126,7 @@ def baseline(params: dict) -> Callable[[Call], Call]:
 
 # The mesh client's policies are its sidecar's: here they only check the job names the sidecar's
 # parameters (so a job meant for another library is refused) and send the request as it is.
+_PERCENT = (float, int)            # a share in percent points (not `is _NUMBER`: no duration)
 ISTIO_POLICIES = {
     "retry": {"attempts": int, "perTryTimeout": _NUMBER, "retryOn": str, "backoff": _NUMBER},
     "circuit_breaker": {"maxConnections": int, "http1MaxPendingRequests": int, "http2MaxRequests": int,
@@ -133,6 +134,7 @@ ISTIO_POLICIES = {
     "outlier_detection": {"consecutive5xxErrors": int, "consecutiveGatewayErrors": int, "interval": _NUMBER,
                           "baseEjectionTime": _NUMBER, "maxEjectionPercent": int, "minHealthPercent": int},
     "timeout": {"timeout": _NUMBER},
+    "retry_budget": {"percent": _PERCENT, "minRetryConcurrency": int, "budgetInterval": _NUMBER},
 }
 for _allowed in ISTIO_POLICIES.values():
     _allowed["host"] = str           # where a topology's sidecars enforce the policy (their business, not the job's)
@@ -143,6 +145,9 @@ def sidecar_policy(allowed: dict) -> Callable[[dict], Callable[[Call], Call]]:
         # Istio's uint32 counts (its own validation); every number of a policy that is not a count is a duration
         durations = tuple(name for name, kind in allowed.items() if kind is _NUMBER)
         _params(params, allowed, durations=durations, max_count=2**32 - 1, max_duration=MAX_MILLISECONDS)
+        for name, kind in allowed.items():
+            if kind is _PERCENT and params.get(name, 0) > 100:
+                raise JobError(f"`{name}` must be at most 100 (percent), got {params[name]!r}")
         return _identity
     return build
 

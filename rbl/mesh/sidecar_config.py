@@ -26,6 +26,9 @@ CONNECT_TIMEOUT = "10s"             # Istio's default tcp.connectTimeout
 HOST_SELECTION_ATTEMPTS = 5         # Istio's default: retry on another host where there is one
 OUTLIER_DEFAULTS = {"consecutive5xxErrors": 5, "interval": 10_000, "baseEjectionTime": 30_000,
                     "minHealthPercent": 0}
+# Istio's retryBudget when a field is unset (applyRetryBudget): 20% and a floor of 3 retries; a
+# minRetryConcurrency of 0 is unset there too
+RETRY_BUDGET_DEFAULTS = {"percent": 20.0, "minRetryConcurrency": 3}
 
 FAULT_FILTER_NAME = "envoy.filters.http.fault"
 FAULT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"
@@ -172,7 +175,8 @@ def cluster_for(policies: dict[str, dict], name: str, endpoints: list[tuple[str,
                   "max_connections": _limit(pool, "maxConnections"),
                   "max_pending_requests": _limit(pool, "http1MaxPendingRequests"),
                   "max_requests": _limit(pool, "http2MaxRequests"),
-                  "max_retries": _limit(pool, "maxRetries"), "track_remaining": True}]},
+                  "max_retries": _limit(pool, "maxRetries"), "track_remaining": True,
+                  **_retry_budget(policies.get("retry_budget"))}]},
               "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
                   {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}
                   for host, port in endpoints]}]}}
@@ -187,6 +191,18 @@ def cluster_for(policies: dict[str, dict], name: str, endpoints: list[tuple[str,
         result["outlier_detection"], panic = _outlier_detection(policies["outlier_detection"])
         result["common_lb_config"] = {"healthy_panic_threshold": {"value": panic}}
     return result
+
+
+def _retry_budget(given: dict | None) -> dict:
+    """TrafficPolicy.retryBudget as Istio translates it: a threshold's retry_budget, which Envoy then
+    enforces in place of max_retries ({} without one)."""
+    if given is None:
+        return {}
+    budget = {"budget_percent": {"value": float(given.get("percent", RETRY_BUDGET_DEFAULTS["percent"]))},
+              "min_retry_concurrency": given.get("minRetryConcurrency") or RETRY_BUDGET_DEFAULTS["minRetryConcurrency"]}
+    if given.get("budgetInterval"):
+        budget["budget_interval"] = _duration(given["budgetInterval"])
+    return {"retry_budget": budget}
 
 
 def _outlier_detection(given: dict) -> tuple[dict, int]:

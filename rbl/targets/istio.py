@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from .. import __version__
 from ..errors import UsageError
@@ -67,6 +68,12 @@ FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
         "minHealthPercent": ("rule", ("outlierDetection", "minHealthPercent"), "int"),
         "host": PLACEMENT,
     },
+    "retry_budget": {
+        "percent": ("rule", ("retryBudget", "percent"), "number"),
+        "minRetryConcurrency": ("rule", ("retryBudget", "minRetryConcurrency"), "int"),
+        "budgetInterval": ("rule", ("retryBudget", "budgetInterval"), "duration"),
+        "host": PLACEMENT,
+    },
     "timeout": {
         "timeout": ("route", ("timeout",), "duration"),
         "host": PLACEMENT,
@@ -92,10 +99,15 @@ class MeshOptions:
 
 
 def _value(kind: str, value: object, where: str) -> object:
-    """The Istio spelling of a plan value: ints as ints, durations (whole ms) as "25ms"."""
+    """The Istio spelling of a plan value: ints as ints, numbers as they are, durations (whole ms) as
+    "25ms"."""
     if kind == "string":
         if not isinstance(value, str):
             raise ValueError(f"{where} must be a string, got {value!r}")
+        return value
+    if kind == "number":
+        if type(value) not in (int, float):
+            raise ValueError(f"{where} must be a number, got {value!r}")
         return value
     if type(value) is not int:               # bool is no int here
         raise ValueError(f"{where} must be a whole number{' of milliseconds' if kind == 'duration' else ''}, "
@@ -148,6 +160,8 @@ def translate_policies(policies: dict[str, dict], baseline: bool = False,
 
 
 def _scalar(value: object) -> str:
+    if type(value) is float:                  # positional: YAML 1.1 reads 1e-05 (no dot) as a string
+        return format(Decimal(repr(value)), "f")
     return str(value) if type(value) is int else yaml_quote(value)
 
 

@@ -223,6 +223,65 @@ def pool_problems(rig: MeshRig, config: dict, users: int, in_flight_limit: int, 
     return problems
 
 
+# -- retry budget -------------------------------------------------------------------------------------
+FAILING_PATH = "/delay/{ms}/503?vu={vu}"
+
+
+def most_retries_at_once(arrivals: list) -> int:
+    """The most retries the target held at once: a virtual user's requests after its first (each
+    user makes one call, so its later requests are the sidecar's retries of it)."""
+    seen: set[str] = set()
+    edges = []
+    for arrival in sorted(arrivals, key=lambda a: a.arrived):
+        if arrival.path in seen:
+            edges += [(arrival.arrived, 1), (arrival.departed, -1)]
+        seen.add(arrival.path)
+    most = held = 0
+    for _, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):   # a departure before an arrival
+        held += step
+        most = max(most, held)
+    return most
+
+
+def retry_budget_problems(rig: MeshRig, budget: dict, slow_users: int, failing_users: int,
+                          most_at_once: int | None, overflows: bool, fail_ms: int = 300,
+                          slow_ms: int = 2500) -> list[str]:
+    """`slow_users` calls that succeed after slow_ms, started first, then `failing_users` calls whose
+    every try is answered 503 after fail_ms, under a 5xx retry of 2 attempts and the retry budget
+    `budget`: at most `most_at_once` retries at the target at once (None: not judged); retries
+    refused by the budget (503 flagged UO, counted as the sidecar's retry overflows) when
+    `overflows`, none otherwise. The slow calls outlast every failing one's tries, so they stay in
+    flight, and count towards the budget's percent, throughout."""
+    config = {"retry.attempts": 2, "retry.retryOn": "5xx", **{f"retry_budget.{k}": v for k, v in budget.items()}}
+    strategy = rig.configure("retry+retry_budget", config)
+    rig.target.idle()
+    rig.target.take()
+    before = rig.upstream_counts()
+    paths = ([DELAY_PATH.format(ms=slow_ms, vu=vu) for vu in range(1, slow_users + 1)]
+             + [FAILING_PATH.format(ms=fail_ms, vu=vu) for vu in range(slow_users + 1, slow_users + failing_users + 1)])
+    replies = rig.run_users(strategy, paths, successes=1, max_requests=1)
+    records = rig.target.take()
+    _, sidecar = _increase(before, rig.upstream_counts())
+    requests = _requests(replies)
+    refused = [r for r in requests if "UO" in r[3].split(",")]
+    what = f"retry budget {budget}, {slow_users} slow and {failing_users} failing callers"
+    problems = _client_problems(replies)
+    if sorted(r[2] for r in requests) != [200] * slow_users + [503] * failing_users:
+        problems.append(f"{what}: answers {sorted(r[2] for r in requests)}, expected {slow_users} x 200 "
+                        f"and {failing_users} x 503")
+    at_once = most_retries_at_once(records.arrivals)
+    if most_at_once is not None and at_once > most_at_once:
+        problems.append(f"{what}: {at_once} retries at the target at once, at most {most_at_once} allowed")
+    if sidecar["sidecarRetryOverflows"] != len(refused):
+        problems.append(f"{what}: {len(refused)} answers flagged UO, the sidecar counted "
+                        f"{sidecar['sidecarRetryOverflows']} retry overflows")
+    if overflows and not refused:
+        problems.append(f"{what}: no retry refused by the budget (UO), although it was spent")
+    if not overflows and refused:
+        problems.append(f"{what}: {len(refused)} retries refused by the budget (UO), which had room for them")
+    return problems
+
+
 # -- timeouts -----------------------------------------------------------------------------------------
 def timeout_problems(rig: MeshRig, pattern: str, config: dict, delay_ms: int, bound_ms: float, flags: str,
                      tries: range, extra_ms: float = 0.0, calls: int = 3) -> list[str]:

@@ -56,7 +56,7 @@ class _QuietServer(ThreadingHTTPServer):
 class RecordingTarget:
     """A threaded HTTP/1.1 server with keep-alive. GET /status/CODE answers CODE at once,
     /delay/MS answers 200 after MS milliseconds unless the caller hangs up first (a sidecar's
-    timeout), anything else 200; a query is recorded and otherwise ignored. It keeps every
+    timeout), /delay/MS/CODE answers CODE after them, anything else 200; a query is recorded and otherwise ignored. It keeps every
     request's arrival and departure and the most requests it held at once; `take()` hands that
     over and starts afresh."""
 
@@ -84,12 +84,14 @@ class RecordingTarget:
             def _answer(self) -> None:
                 kind, _, value = urlsplit(self.path).path.strip("/").partition("/")
                 status = int(value) if kind == "status" and value.isdigit() else 200
-                if kind == "delay" and value.isdigit():
+                delay, _, late_status = value.partition("/")
+                if kind == "delay" and delay.isdigit():
                     # readable before the delay is over: the caller closed the connection (or sent
                     # another request on it, which a caller waiting for this answer cannot)
-                    if select.select([self.connection], [], [], int(value) / 1000)[0]:
+                    if select.select([self.connection], [], [], int(delay) / 1000)[0]:
                         self.close_connection = True
                         return
+                    status = int(late_status) if late_status.isdigit() else 200
                 body = b"recorded\n"
                 self.send_response(status)
                 self.send_header("content-type", "text/plain")

@@ -17,11 +17,12 @@ from rbl.mesh import sidecar as sidecar_module
 
 from . import checks
 from .mesh_checks import (attempts_problems, backoff_problems, longer_backoff_problems, pool_problems,
-                          reply_shape_problems, timeout_problems)
+                          reply_shape_problems, retry_budget_problems, timeout_problems)
 from .mesh_sidecar import MeshRig, mesh_rig
 from .profiles import Profile
 
-ISTIO = Profile("istio", "mesh", "istio", ("baseline", "retry", "circuit_breaker", "outlier_detection", "timeout"))
+ISTIO = Profile("istio", "mesh", "istio", ("baseline", "retry", "circuit_breaker", "outlier_detection", "timeout",
+                                          "retry_budget"))
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,22 @@ def test_http2_max_requests(rig, users, refusals):
 ])
 def test_max_connections_and_pending_requests(rig, pool, users, refusals):
     assert pool_problems(rig, pool, users, in_flight_limit=pool["maxConnections"], refusals=refusals) == []
+
+
+# -- retry budget --------------------------------------------------------------------------------------
+# Eight callers failing at once against a budget of no share and a floor of 2: the floor is all it
+# allows. Ten slow successes in flight beside four failing callers: half of 14 in flight leaves room
+# for every retry, where the floor of 1 alone would not.
+BUDGETS = {
+    "floor": ({"percent": 0, "minRetryConcurrency": 2}, 0, 8, 2, True),
+    "share": ({"percent": 50, "minRetryConcurrency": 1}, 10, 4, None, False),
+}
+
+
+@pytest.mark.parametrize("case", BUDGETS)
+def test_retry_budget(rig, case):
+    budget, slow, failing, most_at_once, overflows = BUDGETS[case]
+    assert retry_budget_problems(rig, budget, slow, failing, most_at_once, overflows) == []
 
 
 # -- timeouts ------------------------------------------------------------------------------------------
@@ -251,3 +268,20 @@ def test_a_dropped_route_timeout_is_caught(rig, monkeypatch):
     pattern, config, bound, flags, tries, extra = TIMEOUTS["route"]
     problems = timeout_problems(rig, pattern, config, 600, bound, flags, tries, extra)
     assert any("expected 3 x [504, 'UT']" in p for p in problems), problems
+
+
+def test_a_dropped_retry_budget_is_caught(rig, monkeypatch):
+    mis_map_cluster(monkeypatch, lambda thresholds: thresholds.pop("retry_budget", None))
+    budget, slow, failing, most_at_once, overflows = BUDGETS["floor"]
+    problems = retry_budget_problems(rig, budget, slow, failing, most_at_once, overflows)
+    assert any("retries at the target at once, at most 2" in p for p in problems), problems
+
+
+def test_a_budget_percent_taken_for_a_ratio_is_caught(rig, monkeypatch):
+    def ratio(thresholds: dict) -> None:          # 50 written as 0.5: a share of half a percent
+        if "retry_budget" in thresholds:
+            thresholds["retry_budget"]["budget_percent"]["value"] /= 100
+    mis_map_cluster(monkeypatch, ratio)
+    budget, slow, failing, most_at_once, overflows = BUDGETS["share"]
+    problems = retry_budget_problems(rig, budget, slow, failing, most_at_once, overflows)
+    assert any("retries refused by the budget (UO), which had room" in p for p in problems), problems
