@@ -5,6 +5,7 @@ early, by WAIT_EARLY_MS; lateness judged against what plain sleeps saw at that m
 
   timeout       a call ends no earlier than its bound, is reported timed out, and its request is cut
   bulkhead      of calls that overlap, never more than its limit are admitted; the rest are refused
+  retry budget  of calls failing at once, never more retries in flight than its floor; the rest end early
   rate limiter  the k-th call starts no earlier than the limiter's schedule allows
   hedge         the hedged request starts no earlier than its delay
   fallback      a failed call answered by the fallback is marked, and never counted a success
@@ -189,6 +190,64 @@ def check_adaptive_throttler_refuses_in_proportion_to_failures(url: str, proxy, 
             f"an adaptive throttler allowing {percent}% failures refused {refused} of {calls} calls, "
             f"{executed - successes} of the {executed} executed failing; the SRE rule gives {expected:.0f} "
             f"+- {variance ** 0.5:.0f}")
+
+
+# -- retry budget -----------------------------------------------------------------------------------
+# Two retries of different calls that follow each other through one permit (one released, the next
+# taken) can look overlapped by the skew of placing each job's clock on a common one: only a longer
+# overlap counts as two at once.
+HANDOFF_SLACK_MS = 25
+
+
+def retry_spans(url: str, proxy, strategy: list[dict], count: int, instance: str) -> tuple[list[dict], list]:
+    """`count` /calls at once through one shared instance: their calls, and each retry's
+    (start, end) in seconds on this process's clock (a job's start placed at its reply's arrival
+    less the job's total time)."""
+    def timed(vu: int) -> tuple[float, dict]:
+        reply = one_call(url, proxy, strategy, share="client", instance=instance, vu=vu)
+        return time.perf_counter() - reply["total_us"] / 1e6, reply
+    with ThreadPoolExecutor(count) as pool:
+        timed_replies = list(pool.map(timed, range(1, count + 1)))
+    calls, spans = [], []
+    for started, reply in timed_replies:
+        (call,) = reply["calls"]
+        calls.append(call)
+        for start_us, duration_us, *_ in sorted(call["requests"])[1:]:      # the tries after the first
+            spans.append((started + start_us / 1e6, started + (start_us + duration_us) / 1e6))
+    return calls, spans
+
+
+def most_at_once(spans: list[tuple[float, float]], slack_s: float) -> int:
+    """The most spans that overlap one another by more than slack_s."""
+    edges = sorted([(start + slack_s, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    most = held = 0
+    for _, step in edges:
+        held += step
+        most = max(most, held)
+    return most
+
+
+def check_retry_budget_caps_retries_in_flight(url: str, proxy, profile: Profile, floor: int = 2, callers: int = 8,
+                                              fail_ms: int = 150) -> None:
+    """Every try fails after fail_ms (the proxy delays, then aborts it); `callers` calls at once share
+    one retry of 3 attempts. With a budget of no share and a floor of `floor`, never more than
+    `floor` retries are in flight at once, and the calls refused a retry end with fewer tries,
+    failed; with a share of 100% (retries may be every execution in flight), every call gets all
+    its tries."""
+    proxy.set_fault(abort__abort_percent=100, abort__http_status=503, delay__fixed_delay_percent=100,
+                    delay__fixed_duration_ms=fail_ms)
+    strategy = [{"pattern": "retry", "params": profile.retry_budget(3, 0, floor)}]
+    calls, spans = retry_spans(url, proxy, strategy, callers, fresh_instance("retry-budget"))
+    at_once = most_at_once(spans, HANDOFF_SLACK_MS / 1000)
+    cut = [call for call in calls if len(call["requests"]) < 3]
+    assert at_once <= floor, f"a retry budget with a floor of {floor} and no share let {at_once} retries run at once"
+    assert cut, f"a retry budget with a floor of {floor} refused no retry of {callers} calls failing at once: {calls}"
+    assert all(not call["ok"] and call["requests"] and not call.get("rejected") for call in cut), \
+        f"a call refused a retry fails with its last try's failure, no refusal of its own: {cut}"
+    strategy = [{"pattern": "retry", "params": profile.retry_budget(3, 100, 0)}]
+    calls, _ = retry_spans(url, proxy, strategy, callers, fresh_instance("retry-budget"))
+    assert all(len(call["requests"]) == 3 for call in calls), \
+        f"a retry budget of 100% refused a retry: {[len(call['requests']) for call in calls]} tries"
 
 
 # -- rate limiter -----------------------------------------------------------------------------------

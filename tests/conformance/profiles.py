@@ -28,6 +28,7 @@ class Profile:
     # (initial = most concurrent calls): a limit that adapts within 1..initial, over windows of ~20 ms
     adaptive_limiter: Callable[[int], dict] | None = None
     adaptive_throttler: Callable[[int], dict] | None = None               # (failure rate threshold, %)
+    retry_budget: Callable[[int, int, int], dict] | None = None           # (attempts, max rate %, floor)
     rate_limiter: Callable[[int, int, int], dict] | None = None           # (permits, period ms, wait ms)
     rate_starts: Callable[[int, int, int], float] | None = None           # (permits, period ms, k): earliest k-th start
     hedge: Callable[[int], dict] | None = None                            # (delay ms), one hedge
@@ -120,6 +121,7 @@ FAILSAFE = Profile(
     adaptive_limiter=lambda n: {"minLimit": 1, "maxLimit": n, "initialLimit": n, "recentWindowMin": 20,
                                 "recentWindowMinSamples": 5},
     adaptive_throttler=lambda percent: {"failureRateThreshold": percent, "thresholdingPeriod": 60_000},
+    retry_budget=lambda n, rate, floor: {"maxAttempts": n, "budgetMaxRate": rate, "budgetMinConcurrency": floor},
     rate_limiter=lambda n, ms, wait: {"limiter": "BURSTY", "maxExecutions": n, "period": ms, "maxWaitTime": wait},
     rate_starts=_periods_start,           # NewBurstyBuilder: maxExecutions per period
     hedge=lambda ms: {"delay": ms, "maxHedges": 1},

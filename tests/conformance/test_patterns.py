@@ -15,6 +15,7 @@ TIMEOUT = selected_profiles("timeout")
 BULKHEAD = selected_profiles("bulkhead")
 ADAPTIVE_LIMITER = selected_profiles("adaptive_limiter")
 ADAPTIVE_THROTTLER = selected_profiles("adaptive_throttler")
+RETRY_BUDGET = selected_profiles("retry_budget")
 RATE_LIMITER = selected_profiles("rate_limiter")
 HEDGE = selected_profiles("hedge")
 FALLBACK = [p for p in selected_profiles() if p.fallback]
@@ -34,6 +35,19 @@ def test_the_written_order_decides_per_attempt_or_overall_timeout(client_url, st
 @pytest.mark.parametrize("profile", BULKHEAD, ids=ids(BULKHEAD))
 def test_bulkhead_admits_at_most_its_limit(client_url, start_proxy, profile):
     checks.check_bulkhead_admits_at_most_its_limit(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", RETRY_BUDGET, ids=ids(RETRY_BUDGET))
+def test_retry_budget_caps_the_retries_in_flight(client_url, start_proxy, profile):
+    checks.check_retry_budget_caps_retries_in_flight(client_url(profile), start_proxy(), profile)
+
+
+@pytest.mark.parametrize("profile", RETRY_BUDGET, ids=ids(RETRY_BUDGET))
+def test_a_client_that_multiplies_the_budget_floor_fails_conformance(client_url, start_proxy, profile):
+    (key,) = changed_keys(profile.retry_budget(3, 0, 2), profile.retry_budget(3, 0, 3))
+    with mismapped_client(client_url(profile), _scaled("retry", key, 4)) as url:
+        with pytest.raises(AssertionError, match="let [0-9]+ retries run at once"):
+            checks.check_retry_budget_caps_retries_in_flight(url, start_proxy(), profile)
 
 
 @pytest.mark.parametrize("profile", RATE_LIMITER, ids=ids(RATE_LIMITER))

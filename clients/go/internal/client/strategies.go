@@ -16,6 +16,7 @@ import (
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/failsafe-go/failsafe-go/adaptivelimiter"
 	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
+	"github.com/failsafe-go/failsafe-go/budget"
 	"github.com/failsafe-go/failsafe-go/bulkhead"
 	"github.com/failsafe-go/failsafe-go/circuitbreaker"
 	"github.com/failsafe-go/failsafe-go/fallback"
@@ -195,7 +196,7 @@ func (a *attempts) closeAndWait() {
 
 func failsafeRetry(values map[string]any) (*Instance, error) {
 	p := readParams(values, "maxAttempts", "delay", "maxDelay", "delayFactor", "delayMin", "delayMax", "jitter",
-		"jitterFactor", "maxDuration")
+		"jitterFactor", "maxDuration", "budgetMaxRate", "budgetMinConcurrency")
 	builder := retrypolicy.NewBuilder[any]().
 		HandleIf(handled). // any failure (a refusal, a timeout) but a cut-short call
 		ReturnLastFailure().
@@ -232,6 +233,13 @@ func failsafeRetry(values map[string]any) (*Instance, error) {
 		builder.WithJitterFactor(p.number("jitterFactor", 0, 1, 0))
 	}
 	builder.WithMaxDuration(p.duration("maxDuration", 0))
+	if p.has("budgetMaxRate") || p.has("budgetMinConcurrency") {
+		// one budget per instance: shared by the calls that share the instance (share = client)
+		builder.WithBudget(budget.NewBuilder().
+			WithMaxRate(p.number("budgetMaxRate", 0, 100, 20) / 100).
+			WithMinConcurrency(uint(p.integer("budgetMinConcurrency", 0, maxInt, 3))).
+			Build())
+	}
 	if p.err != nil {
 		return nil, p.err
 	}
