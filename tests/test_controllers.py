@@ -114,6 +114,10 @@ def test_controllers_compile_on_open_loop_load_with_their_parameters_as_axes():
      "cannot be composed with `circuit_breaker`"),
     (OPEN + "  topology {\n    entry = a\n    service a { work = none() }\n  }\n"
             "  client istio.adaptive_breaker { host = a }\n", "runs on one hop for now"),
+    (OPEN + "  topology {\n    entry = a\n    service a { work = none() }\n  }\n"
+            "  client istio.adaptive_concurrency {}\n", "`adaptive_concurrency` runs on one hop for now"),
+    (OPEN + "  client istio.adaptive_concurrency + aimd_retry {}\n",
+     "`adaptive_concurrency` cannot be composed with the controller `aimd_retry`"),
 ])
 def test_a_controller_where_it_cannot_run_is_a_located_error(body, message):
     found = [e for e in errors(body) if e.code == "E0228"]

@@ -238,3 +238,16 @@ def test_a_sidecar_that_dies_mid_run_fails_its_round_and_is_replaced_with_its_cl
     done = run_rbl("run", "--resume", "out", cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
     assert len((out / "results.jsonl").read_text().splitlines()) == 2 * 40
+
+
+def test_a_mesh_request_is_counted_by_the_sidecars_flags_or_its_filters_details():
+    from rbl.store.metrics import vu_metrics
+    observation = {"vu": 1, "stopped_by": "max_requests", "total_us": 10_000, "calls": [
+        {"ok": True, "requests": [[0, 1000, 200, "-"]]},
+        {"ok": False, "requests": [[1000, 10, 503, "UO"]]},
+        {"ok": False, "requests": [[2000, 10, 503, "reached_concurrency_limit"]], "repeat": 2},
+        {"ok": False, "requests": [[3000, 900, 504, "UT,URX"]]},
+        {"ok": False, "requests": [[4000, 10, 503, "UH"]]},
+        {"ok": False, "requests": [[5000, 10, 503, "-"]]}]}
+    metrics = vu_metrics(observation, sidecar=True)
+    assert (metrics["circuitBrokenRequests"], metrics["timedOutRequests"], metrics["ejectedRequests"]) == (3, 1, 1)

@@ -12,8 +12,8 @@ import pytest
 
 from rbl.targets.envoy_binary import envoy_binary
 from rbl.libraries.istio import DEFAULT_RETRY_ON
-from rbl.mesh.sidecar_config import (UNLIMITED, SidecarAddresses, cluster,
-                                     route_configuration, static_bootstrap)
+from rbl.mesh.sidecar_config import (UNLIMITED, SidecarAddresses, cluster, route_configuration, sidecar_bootstrap,
+                                     static_bootstrap)
 from rbl.compiler.expand import iter_scenarios
 from rbl.compiler.pipeline import compile_file
 
@@ -104,6 +104,35 @@ def test_a_retry_budget_follows_istio_and_envoy_accepts_it(tmp_path):
     done = subprocess.run([str(envoy_binary()), "--mode", "validate", "-c", str(path)], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_adaptive_concurrency_filter_is_envoys_and_refusals_carry_its_details(tmp_path):
+    from rbl.mesh.adaptive_concurrency import filter_config, filter_resource
+    off, on = filter_config(None, 1), filter_config({"minRttBuffer": 50, "maxConcurrencyLimit": 64}, 2)
+    assert off["enabled"]["default_value"] is False and on["enabled"]["default_value"] is True
+    assert on["enabled"]["runtime_key"] != filter_config({"minRttBuffer": 50}, 3)["enabled"]["runtime_key"]
+    gradient = on["gradient_controller_config"]
+    assert gradient["min_rtt_calc_params"]["buffer"] == {"value": 50.0}
+    assert gradient["concurrency_limit_params"] == {"max_concurrency_limit": 64, "concurrency_update_interval": "0.100s"}
+    assert filter_resource({}, 4)["typed_config"]["enabled"]["default_value"] is True     # every default: on
+    static = static_bootstrap(ADDRESSES, "adaptive_concurrency", {"minRttCalcInterval": 5000})
+    manager = static["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert [f["name"] for f in manager["http_filters"]] == ["adaptive_concurrency", "envoy.filters.http.router"]
+    mapper, = manager["local_reply_config"]["mappers"]
+    assert "reached_concurrency_limit" in mapper["filter"]["extension_filter"]["typed_config"]["expression"]
+    paths = []
+    for watched in ("rds", "cds", "ecds"):                # Envoy validates that watched files exist
+        (tmp_path / f"{watched}.json").write_text("{}")
+    discovered = sidecar_bootstrap(ADDRESSES, str(tmp_path / "rds.json"), str(tmp_path / "cds.json"),
+                                   ecds_path=str(tmp_path / "ecds.json"))
+    for name, document in (("static", static), ("discovered", discovered)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(document))
+        done = subprocess.run([str(envoy_binary()), "--mode", "validate", "-c", str(paths[-1])], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+    checked = check_envoy(*paths)
+    assert checked.returncode == 0, checked.stdout
 
 
 def _example_configurations() -> list[tuple[str, dict]]:

@@ -135,6 +135,10 @@ ISTIO_POLICIES = {
                           "baseEjectionTime": _NUMBER, "maxEjectionPercent": int, "minHealthPercent": int},
     "timeout": {"timeout": _NUMBER},
     "retry_budget": {"percent": _PERCENT, "minRetryConcurrency": int, "budgetInterval": _NUMBER},
+    "adaptive_concurrency": {"concurrencyUpdateInterval": _NUMBER, "sampleAggregatePercentile": _PERCENT,
+                             "maxConcurrencyLimit": int, "minConcurrencyLimit": int, "minRttCalcInterval": _NUMBER,
+                             "minRttRequestCount": int, "minRttJitter": _PERCENT, "minConcurrency": int,
+                             "minRttBuffer": _PERCENT},
 }
 for _allowed in ISTIO_POLICIES.values():
     _allowed["host"] = str           # where a topology's sidecars enforce the policy (their business, not the job's)

@@ -219,13 +219,15 @@ without spaces; attempts 0 (no retries) cannot come with perTryTimeout, retryOn 
 pool (`circuit_breaker`) needs at least one setting. Istio would refuse such a resource on a real
 mesh, so rbl does not run it either.
 """),
-    "E0228": ("a controller where it cannot run", """
+    "E0228": ("a controller or adaptive filter where it cannot run", """
 A controller (`istio.adaptive_breaker`, `istio.aimd_retry`) retunes its policy while the load runs,
 from the last window's per-request measurements: it needs open-loop load (`load = open`), whose
 requests rbl records one by one as they are answered. Controllers run on one hop (no `topology`)
 for now. A client cannot compose a controller with the static policy it controls
 (`adaptive_breaker` with `circuit_breaker`, `aimd_retry` with `retry`): both would set the same
-field.
+field. Envoy's adaptive concurrency filter (`istio.adaptive_concurrency`) sits on the client
+sidecar's listener, so it runs on one hop too, and not beside a controller, whose every retune would
+restart the filter's gradient controller.
 """),
     "E0229": ("an Istio release rbl does not know, or a field it lacks", """
 `istio.version` names the Istio release whose defaults the `istio` clients follow, as `1.MINOR`

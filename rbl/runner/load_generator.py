@@ -3,7 +3,8 @@ a schedule whatever the answers and records each one with its scheduled send tim
 cannot hold the load back (no coordinated omission); and its CSV read as the per-request table,
 each request with one response class:
   success         the call succeeded (library), or a 2xx came back (mesh);
-  circuit_broken  the sidecar refused it locally (Envoy flag UO: a connection-pool limit);
+  circuit_broken  the sidecar refused it locally (Envoy flag UO: a connection-pool limit; or its
+                  adaptive concurrency filter's limit);
   timed_out       no answer within the load's timeout, the sidecar's timeout fired (UT), or a
                   library's timeout ended the call;
   rejected        a library policy refused the call (a breaker, bulkhead or rate limiter: the call
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.compute as pc
 
+from ..clients.protocol import SIDECAR_REFUSAL_DETAILS
 from ..plan_records import MAX_ROUND_REQUESTS, Population
 from ..store.durable import fresh_directory, new_file
 
@@ -190,7 +192,8 @@ def response_classes(table: pa.Table, mesh: bool) -> pa.ChunkedArray:
         flags = pc.binary_join_element_wise("", table["flags"], "", ",")
         return _first_of(no_answer + [
             (pc.and_(pc.greater_equal(status, 200), pc.less(status, 300)), "success"),
-            (pc.match_substring(flags, ",UO,"), "circuit_broken"),
+            (pc.or_(pc.match_substring(flags, ",UO,"), pc.match_substring(flags, f",{SIDECAR_REFUSAL_DETAILS},")),
+             "circuit_broken"),
             (pc.match_substring(flags, ",UT,"), "timed_out"),
         ], "failed")
     ok, ending = table["ok"], table["ending"]

@@ -31,8 +31,12 @@ def allowed_attempts(pattern: str, config: dict) -> int:
 
 
 def pool_fits(pattern: str, config: dict, users: int) -> bool:
-    """Whether `users` requests at once can never fill the pool (so none may be refused with UO)."""
-    pool = policies_of(pattern, config).get("circuit_breaker", {})
+    """Whether `users` requests at once can never fill the pool (so none may be refused with UO); an
+    adaptive concurrency limit may fall to any value, so beside one they can."""
+    policies = policies_of(pattern, config)
+    if "adaptive_concurrency" in policies:
+        return False
+    pool = policies.get("circuit_breaker", {})
     limits = [pool.get(name) for name in ("http2MaxRequests", "http1MaxPendingRequests")]
     return all(not limit or users <= limit for limit in limits)
 

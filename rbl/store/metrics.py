@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..libraries.composition import SEPARATOR
+from ..clients.protocol import SIDECAR_REFUSAL_DETAILS
 
 METRIC_COLUMNS = (
     "successfulCalls", "unsuccessfulCalls", "totalCalls",
@@ -36,7 +37,10 @@ SIDECAR_COLUMNS = ("sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuc
 # CPU its services spent (and wasted beyond what the carried requests needed).
 CHAIN_COLUMNS = ("chainAmplification", "chainRefusedCalls", "chainFailedCalls", "chainWastedCpuSeconds",
                  "chainCpuSeconds")
-RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": "UO", "timedOutRequests": "UT", "ejectedRequests": "UH"}
+# (a request Envoy's adaptive concurrency filter refused carries its response code details instead
+# of a flag, clients/protocol.py: refused by the sidecar as by a pool limit)
+RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": ("UO", SIDECAR_REFUSAL_DETAILS), "timedOutRequests": ("UT",),
+                        "ejectedRequests": ("UH",)}
 # How library patterns ended calls (the calls' "rejected", "timed_out" and "fallback" in protocol v1),
 # so that timeouts, bulkheads, rate limiters, hedging and fallbacks compare across libraries: calls a
 # timeout ended, calls each policy refused and the mean time from such a call's start to its refusal
@@ -129,8 +133,8 @@ def vu_metrics(observation: dict, sidecar: bool = False, patterns: bool = False)
 def _count_class(classes: dict[str, int], flags, repeat: int) -> None:
     """Envoy joins several response flags with commas (`UT,URX`)."""
     present = set(str(flags).split(","))
-    for column, flag in RESPONSE_CLASS_FLAGS.items():
-        if flag in present:
+    for column, markers in RESPONSE_CLASS_FLAGS.items():
+        if present.intersection(markers):
             classes[column] += repeat
 
 

@@ -81,6 +81,11 @@ FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
 }
 
 
+# Policies rbl runs in its sidecars that Istio has no API for
+ENVOY_ONLY = {"adaptive_concurrency": "a mesh installs Envoy's adaptive concurrency filter with an EnvoyFilter "
+                                      "(envoy.filters.http.adaptive_concurrency), which rbl does not write yet"}
+
+
 @dataclass(frozen=True)
 class MeshOptions:
     service: str = "target"          # the target's Kubernetes Service, the rules' host
@@ -139,6 +144,8 @@ def translate_policies(policies: dict[str, dict], baseline: bool = False,
     # a controller's policy is written as it starts (rbl's runner retunes it; Istio has no API for that)
     for policy, parameters in enforced_policies(policies).items():
         fields = FIELDS.get(policy)
+        if fields is None and policy in ENVOY_ONLY:
+            raise ValueError(f"Istio has no field for {policy!r}: {ENVOY_ONLY[policy]}")
         if fields is None:
             raise ValueError(f"rbl writes no Istio field for the pattern {policy!r} (it knows {', '.join(FIELDS)})")
         for parameter, value in parameters.items():

@@ -21,7 +21,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from rbl.clients.protocol import MAX_FLAGS_CHARS
+from rbl.clients.protocol import MAX_FLAGS_CHARS, SIDECAR_REFUSAL_DETAILS
+from rbl.mesh.adaptive_concurrency import LIMIT_STAT
+from rbl.mesh.sidecar_config import STAT_PREFIX
 from rbl.runner.mesh_oracles import call_violations
 
 from .checks import MAX_TIMED_ROUNDS, TIMED_ROUNDS, WAIT_EARLY_MS, WAIT_LATE_MS, PlainSleeps, expand
@@ -279,6 +281,61 @@ def retry_budget_problems(rig: MeshRig, budget: dict, slow_users: int, failing_u
         problems.append(f"{what}: no retry refused by the budget (UO), although it was spent")
     if not overflows and refused:
         problems.append(f"{what}: {len(refused)} retries refused by the budget (UO), which had room for them")
+    return problems
+
+
+# -- adaptive concurrency -------------------------------------------------------------------------------
+ADAPTIVE = {"concurrencyUpdateInterval": 100, "minRttCalcInterval": 60_000, "minRttRequestCount": 5,
+            "minConcurrency": 3, "minRttJitter": 0}
+
+
+def concurrency_limit(rig: MeshRig) -> int:
+    """The limit the sidecar's gradient controller holds now (its gauge)."""
+    return rig.sidecar._stats().get(f"http.{STAT_PREFIX}.{LIMIT_STAT}", 0)
+
+
+def _calling(rig: MeshRig, strategy: list[dict], users: int, delay_ms: int, seconds: float) -> list[list]:
+    """`users` virtual users calling a target that answers after delay_ms, without pause, for
+    `seconds`: every request they made."""
+    paths = [DELAY_PATH.format(ms=delay_ms, vu=vu) for vu in range(1, users + 1)]
+    replies = rig.run_users(strategy, paths, successes=1_000_000, max_requests=1_000_000, max_duration_ms=int(seconds * 1000))
+    return _requests(replies)
+
+
+def adaptive_concurrency_problems(rig: MeshRig, config: dict, users: int = 16, fast_ms: int = 20,
+                                  slow_ms: int = 200) -> list[str]:
+    """`users` callers without pause: while the target answers in fast_ms the gradient controller
+    raises its limit above them; when it answers in slow_ms (10x) it lowers the limit below them
+    and refuses requests, each answered 503 at once with the filter's response code details in the
+    flags header, never forwarded to the target."""
+    strategy = rig.configure("adaptive_concurrency", config)
+    rig.target.idle()
+    rig.target.take()
+    fast = _calling(rig, strategy, users, fast_ms, 2.0)
+    after_fast = concurrency_limit(rig)
+    requests = _calling(rig, strategy, users, slow_ms, 2.5)
+    after_slow = concurrency_limit(rig)
+    rig.target.idle()
+    arrived = len(rig.target.take().arrivals)
+    # a request the job's deadline cut short has no answer and no flags
+    refusal = lambda request: request[3:] == [SIDECAR_REFUSAL_DETAILS]      # noqa: E731
+    refused = [r for r in requests if refusal(r)]
+    every_refusal = [r for r in fast + requests if refusal(r)]
+    problems = []
+    if arrived != len(fast) + len(requests) - len(every_refusal):
+        problems.append(f"{config}: {arrived} requests reached the target, {len(fast) + len(requests)} were sent and "
+                        f"{len(every_refusal)} refused")
+    if after_fast < users:
+        problems.append(f"{config}: the limit was {after_fast} after fast answers, below the {users} callers")
+    if not after_slow < min(after_fast, users):
+        problems.append(f"{config}: the limit did not fall when answers slowed from {fast_ms} to {slow_ms} ms "
+                        f"({after_fast} -> {after_slow})")
+    if not refused:
+        problems.append(f"{config}: no request refused after answers slowed ({after_fast} -> {after_slow})")
+    if any(r[2] != 503 or r[1] > 50_000 for r in refused):
+        problems.append(f"{config}: a refusal is 503 at once: {[r for r in refused if r[2] != 503 or r[1] > 50_000][:3]}")
+    if any(r[3:] not in ([], ["-"], [SIDECAR_REFUSAL_DETAILS]) for r in requests):
+        problems.append(f"{config}: flags {sorted({tuple(r[3:]) for r in requests})}")
     return problems
 
 

@@ -16,13 +16,14 @@ import pytest
 from rbl.mesh import sidecar as sidecar_module
 
 from . import checks
-from .mesh_checks import (attempts_problems, backoff_problems, longer_backoff_problems, pool_problems,
-                          reply_shape_problems, retry_budget_problems, timeout_problems)
+from .mesh_checks import (ADAPTIVE, adaptive_concurrency_problems, attempts_problems, backoff_problems,
+                          longer_backoff_problems, pool_problems, reply_shape_problems, retry_budget_problems,
+                          timeout_problems)
 from .mesh_sidecar import MeshRig, mesh_rig
 from .profiles import Profile
 
 ISTIO = Profile("istio", "mesh", "istio", ("baseline", "retry", "circuit_breaker", "outlier_detection", "timeout",
-                                          "retry_budget"))
+                                          "retry_budget", "adaptive_concurrency"))
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,11 @@ BUDGETS = {
 def test_retry_budget(rig, case):
     budget, slow, failing, most_at_once, overflows = BUDGETS[case]
     assert retry_budget_problems(rig, budget, slow, failing, most_at_once, overflows) == []
+
+
+# -- adaptive concurrency ------------------------------------------------------------------------------
+def test_adaptive_concurrency_lowers_its_limit_when_latency_rises(rig):
+    assert adaptive_concurrency_problems(rig, ADAPTIVE) == []
 
 
 # -- timeouts ------------------------------------------------------------------------------------------
@@ -285,3 +291,18 @@ def test_a_budget_percent_taken_for_a_ratio_is_caught(rig, monkeypatch):
     budget, slow, failing, most_at_once, overflows = BUDGETS["share"]
     problems = retry_budget_problems(rig, budget, slow, failing, most_at_once, overflows)
     assert any("retries refused by the budget (UO), which had room" in p for p in problems), problems
+
+
+def test_an_adaptive_concurrency_interval_taken_for_seconds_is_caught(rig, monkeypatch):
+    """concurrencyUpdateInterval 100 (ms) written as 100 s: the limit is never recalculated."""
+    real = sidecar_module.filter_resource
+
+    def wrong(policy, generation):
+        resource = copy.deepcopy(real(policy, generation))
+        if policy is not None:
+            limits = resource["typed_config"]["gradient_controller_config"]["concurrency_limit_params"]
+            limits["concurrency_update_interval"] = f"{float(limits['concurrency_update_interval'][:-1]) * 1000}s"
+        return resource
+    monkeypatch.setattr(sidecar_module, "filter_resource", wrong)
+    problems = adaptive_concurrency_problems(rig, ADAPTIVE)
+    assert any("the limit did not fall" in p for p in problems), problems

@@ -3,7 +3,7 @@ a first route and cluster) and the Sidecar the docker backend drives it through 
 
 The files live in envoy/sidecar-LIBRARY/ (RUN_DIR/deployment/ for a run), bind-mounted at
 /etc/rbl/sidecar; the bootstrap names the container's paths. The runner switches configurations
-as on the local backend (rbl/mesh/sidecar.py): it renames new rds.json and cds.json into that
+as on the local backend (rbl/mesh/sidecar.py): it renames new rds.json, cds.json and ecds.json into that
 directory on the host, and Envoy's file watch inside the container sees the rename through the
 bind mount (a watch on the directory, which a bind mount shares; measured: bench/sidecar_bind_mount.py).
 """
@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from .deployment import SIDECAR_DIR_IN_CONTAINER, Deployment, Service, sidecar_directory
+from ...mesh.adaptive_concurrency import filter_resource
 from ...mesh.sidecar import Sidecar
 from ...mesh.sidecar_config import SidecarAddresses, cluster, discovery_response, route_configuration, sidecar_bootstrap
 
@@ -54,7 +55,7 @@ def _json(document: dict) -> str:
 
 
 def sidecar_files(deployment: Deployment) -> dict[str, str]:
-    """Each sidecar's bootstrap and first (baseline) route and cluster, by path in the compiled directory."""
+    """Each sidecar's bootstrap and first (baseline) route, cluster and filter, by path in the compiled directory."""
     files = {}
     for service in deployment.services:
         if service.role != "sidecar":
@@ -64,10 +65,11 @@ def sidecar_files(deployment: Deployment) -> dict[str, str]:
         version = str(FIRST_VERSION)
         files[f"{directory}/envoy.json"] = _json(sidecar_bootstrap(
             addresses, f"{SIDECAR_DIR_IN_CONTAINER}/rds.json", f"{SIDECAR_DIR_IN_CONTAINER}/cds.json",
-            node_id=f"{deployment.project}.{service.name}"))
+            node_id=f"{deployment.project}.{service.name}", ecds_path=f"{SIDECAR_DIR_IN_CONTAINER}/ecds.json"))
         files[f"{directory}/rds.json"] = _json(discovery_response(route_configuration("baseline", {}), version))
         files[f"{directory}/cds.json"] = _json(discovery_response(_upstream_cluster("baseline", {}, addresses),
                                                                   version))
+        files[f"{directory}/ecds.json"] = _json(discovery_response(filter_resource(None, FIRST_VERSION), version))
     return files
 
 
