@@ -96,7 +96,7 @@ def test_the_compose_file_runs_the_client_in_its_sidecar_s_network_namespace(com
     (volume,) = sidecar["volumes"]
     assert volume["type"] == "bind" and volume["target"] == SIDECAR_DIR_IN_CONTAINER and volume["read_only"]
     assert (out / volume["source"]).resolve() == (out / "envoy" / "sidecar-istio").resolve()
-    assert sorted(p.name for p in (out / "envoy" / "sidecar-istio").iterdir()) == ["cds.json", "envoy.json", "rds.json"]
+    assert sorted(p.name for p in (out / "envoy" / "sidecar-istio").iterdir()) == ["cds.json", "ecds.json", "envoy.json", "rds.json"]
     assert sidecar["healthcheck"]["test"][-1].endswith("u.urlopen('http://127.0.0.1:15000/ready', timeout=2)")
 
 
@@ -132,14 +132,18 @@ def test_the_mesh_image_holds_envoy_from_the_wheel_or_from_an_image(compiled, tm
 
 
 def _inline(directory: Path) -> dict:
-    """The sidecar's bootstrap with its watched route and cluster written in, the form in which
-    `envoy --mode validate` and artifact-check read them (validation only checks that a watched
-    file exists)."""
+    """The sidecar's bootstrap with its watched route, cluster and filter written in, the form in
+    which `envoy --mode validate` and artifact-check read them (validation only checks that a
+    watched file exists)."""
     bootstrap = json.loads((directory / "envoy.json").read_text())
     (route,) = json.loads((directory / "rds.json").read_text())["resources"]
     (cluster,) = json.loads((directory / "cds.json").read_text())["resources"]
+    (extension,) = json.loads((directory / "ecds.json").read_text())["resources"]
     manager = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     del manager["rds"], bootstrap["dynamic_resources"]
+    discovered = manager["http_filters"][0]
+    assert discovered["name"] == extension["name"] and "config_discovery" in discovered
+    manager["http_filters"][0] = {"name": extension["name"], "typed_config": extension["typed_config"]}
     manager["route_config"] = {k: v for k, v in route.items() if k != "@type"}
     bootstrap["static_resources"]["clusters"] = [{k: v for k, v in cluster.items() if k != "@type"}]
     return bootstrap
