@@ -36,8 +36,9 @@ Reply: {"protocol": 1, "library": NAME, "version": V, "vu": 1, "total_us": N,
   start_us counts from the start of the job; status 0 means a connection error. A client behind a
   sidecar (the mesh client) adds a fourth element when the reply carries SIDECAR_FLAGS_HEADER:
   the sidecar Envoy's response flags (e.g. "-", "UO" circuit broken, "UT" timed out, "UH" no
-  healthy upstream, "URX" retries exhausted; for a reply Envoy's adaptive concurrency filter refused,
-  which sets no flag, SIDECAR_REFUSAL_DETAILS), at most MAX_FLAGS_CHARS characters. Consecutive
+  healthy upstream, "URX" retries exhausted; for a reply Envoy's adaptive concurrency or admission
+  control filter refused, which set no flag, one of SIDECAR_REFUSAL_DETAILS), at most
+  MAX_FLAGS_CHARS characters. Consecutive
   identical calls that sent no request (an open circuit breaker) are run-length encoded with
   "repeat", so a breaker open for a long time does not produce megabytes of identical records.
   How a failed call ended, when a library pattern ended it rather than the target's answer (each
@@ -117,10 +118,12 @@ MAX_TARGET_PATH_CHARS = 2048         # target_url's path and query: the compiler
 MAX_URL_CHARS = MAX_TARGET_PATH_CHARS + 512   # room for http:// and any HOST:PORT besides
 SIDECAR_FLAGS_HEADER = "x-rbl-response-flags"   # the sidecar adds Envoy's %RESPONSE_FLAGS% to every reply
 MAX_FLAGS_CHARS = 64
-# Envoy's response code details of a request its adaptive concurrency filter refused: the sidecar
-# puts them in SIDECAR_FLAGS_HEADER (rbl/mesh/adaptive_concurrency.py), and rbl counts such a
-# request as refused by the sidecar (circuit broken), as a connection-pool limit's UO
-SIDECAR_REFUSAL_DETAILS = "reached_concurrency_limit"
+# Envoy's response code details of a request the sidecar's adaptive concurrency or admission control
+# filter refused (no response flag): the sidecar puts them in SIDECAR_FLAGS_HEADER
+# (rbl/mesh/sidecar_filters.py), and rbl counts such a request as refused by the sidecar (circuit
+# broken), as a connection-pool limit's UO
+SIDECAR_REFUSAL_DETAILS = {"adaptive_concurrency": "reached_concurrency_limit",
+                           "admission_control": "denied_by_admission_control"}
 CUT_GRACE_MS = 250                   # how late after max_duration_ms the reply may come
 JOB_MARGIN = 16                      # connections beyond the virtual users: health checks, stragglers
 

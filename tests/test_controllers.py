@@ -118,6 +118,8 @@ def test_controllers_compile_on_open_loop_load_with_their_parameters_as_axes():
             "  client istio.adaptive_concurrency {}\n", "`adaptive_concurrency` runs on one hop for now"),
     (OPEN + "  client istio.adaptive_concurrency + aimd_retry {}\n",
      "`adaptive_concurrency` cannot be composed with the controller `aimd_retry`"),
+    (OPEN + "  topology {\n    entry = a\n    service a { work = none() }\n  }\n"
+            "  client istio.admission_control {}\n", "`admission_control` runs on one hop for now"),
 ])
 def test_a_controller_where_it_cannot_run_is_a_located_error(body, message):
     found = [e for e in errors(body) if e.code == "E0228"]

@@ -96,7 +96,7 @@ def test_the_compose_file_runs_the_client_in_its_sidecar_s_network_namespace(com
     (volume,) = sidecar["volumes"]
     assert volume["type"] == "bind" and volume["target"] == SIDECAR_DIR_IN_CONTAINER and volume["read_only"]
     assert (out / volume["source"]).resolve() == (out / "envoy" / "sidecar-istio").resolve()
-    assert sorted(p.name for p in (out / "envoy" / "sidecar-istio").iterdir()) == ["cds.json", "ecds.json", "envoy.json", "rds.json"]
+    assert sorted(p.name for p in (out / "envoy" / "sidecar-istio").iterdir()) == ["cds.json", "ecds-adaptive-concurrency.json", "ecds-admission-control.json", "envoy.json", "rds.json"]
     assert sidecar["healthcheck"]["test"][-1].endswith("u.urlopen('http://127.0.0.1:15000/ready', timeout=2)")
 
 
@@ -138,12 +138,14 @@ def _inline(directory: Path) -> dict:
     bootstrap = json.loads((directory / "envoy.json").read_text())
     (route,) = json.loads((directory / "rds.json").read_text())["resources"]
     (cluster,) = json.loads((directory / "cds.json").read_text())["resources"]
-    (extension,) = json.loads((directory / "ecds.json").read_text())["resources"]
     manager = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     del manager["rds"], bootstrap["dynamic_resources"]
-    discovered = manager["http_filters"][0]
-    assert discovered["name"] == extension["name"] and "config_discovery" in discovered
-    manager["http_filters"][0] = {"name": extension["name"], "typed_config": extension["typed_config"]}
+    for index, discovered in enumerate(manager["http_filters"]):
+        if "config_discovery" in discovered:
+            source = discovered["config_discovery"]["config_source"]["path_config_source"]["path"]
+            (extension,) = json.loads((directory / Path(source).name).read_text())["resources"]
+            assert extension["name"] == discovered["name"]
+            manager["http_filters"][index] = {"name": extension["name"], "typed_config": extension["typed_config"]}
     manager["route_config"] = {k: v for k, v in route.items() if k != "@type"}
     bootstrap["static_resources"]["clusters"] = [{k: v for k, v in cluster.items() if k != "@type"}]
     return bootstrap

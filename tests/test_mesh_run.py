@@ -248,6 +248,7 @@ def test_a_mesh_request_is_counted_by_the_sidecars_flags_or_its_filters_details(
         {"ok": False, "requests": [[2000, 10, 503, "reached_concurrency_limit"]], "repeat": 2},
         {"ok": False, "requests": [[3000, 900, 504, "UT,URX"]]},
         {"ok": False, "requests": [[4000, 10, 503, "UH"]]},
-        {"ok": False, "requests": [[5000, 10, 503, "-"]]}]}
+        {"ok": False, "requests": [[5000, 10, 503, "-"]]},
+        {"ok": False, "requests": [[6000, 10, 503, "denied_by_admission_control"]]}]}
     metrics = vu_metrics(observation, sidecar=True)
-    assert (metrics["circuitBrokenRequests"], metrics["timedOutRequests"], metrics["ejectedRequests"]) == (3, 1, 1)
+    assert (metrics["circuitBrokenRequests"], metrics["timedOutRequests"], metrics["ejectedRequests"]) == (4, 1, 1)

@@ -49,11 +49,13 @@ def test_mesh_requests_are_classed_by_status_and_the_sidecars_flags(tmp_path):
         '3,3000000000,3000000000,1000000,503,"URX,UF",,,,,',    # retries exhausted on connection failures
         "4,4000000000,4000000000,1000000,503,-,,,,,",           # the target's (or the fault's) 503
         "5,5000000000,5000000000,1000000,503,reached_concurrency_limit,,,,,",   # Envoy's adaptive limit
+        "6,6000000000,6000000000,1000000,503,denied_by_admission_control,,,,,",  # Envoy's throttling
     ], mesh=True, warmup_s=1.5)
-    assert got["cls"].to_pylist() == ["success", "circuit_broken", "timed_out", "failed", "failed", "circuit_broken"]
+    assert got["cls"].to_pylist() == ["success", "circuit_broken", "timed_out", "failed", "failed", "circuit_broken",
+                                      "circuit_broken"]
     assert got["flags"].to_pylist()[3] == "URX,UF"
-    assert got["warmup"].to_pylist() == [True, True, False, False, False, False]
-    assert got["requests"].null_count == 6                      # the sidecar's retries are not per request
+    assert got["warmup"].to_pylist() == [True, True, False, False, False, False, False]
+    assert got["requests"].null_count == 7                      # the sidecar's retries are not per request
 
 
 SCENARIO = {"id": "0123456789ab", "index": 3, "client": "tenacity.retry", "library": "tenacity", "pattern": "retry",
@@ -86,7 +88,7 @@ def reference_class(status: int, flags: str, error: str, ok: str, requests: str,
     if mesh:
         if 200 <= status < 300:
             return "success"
-        refused = {"UO", "reached_concurrency_limit"} & set(flags.split(","))
+        refused = {"UO", "reached_concurrency_limit", "denied_by_admission_control"} & set(flags.split(","))
         return "circuit_broken" if refused else "timed_out" if "UT" in flags.split(",") else "failed"
     if status != 200 or ok == "":
         return "failed"
@@ -104,7 +106,8 @@ def reference_class(status: int, flags: str, error: str, ok: str, requests: str,
 def test_every_combination_of_fields_gets_the_class_the_rules_give(tmp_path):
     import itertools
     values = {"status": [0, 200, 204, 503], "flags": ["", "-", "UO", "URX,UO", "UT", "UOX", "UF,UT",
-                                                      "reached_concurrency_limit", "reached_concurrency"],
+                                                      "reached_concurrency_limit", "reached_concurrency",
+                                                      "denied_by_admission_control"],
               "error": ["", "dial tcp: connection refused", "context deadline exceeded"], "ok": ["", "0", "1"],
               "requests": ["", "0", "2"], "ending": ["", "timed_out", "rejected:bulkhead", "fallback"]}
     combos = list(itertools.product(*values.values()))

@@ -106,25 +106,33 @@ def test_a_retry_budget_follows_istio_and_envoy_accepts_it(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_adaptive_concurrency_filter_is_envoys_and_refusals_carry_its_details(tmp_path):
-    from rbl.mesh.adaptive_concurrency import filter_config, filter_resource
-    off, on = filter_config(None, 1), filter_config({"minRttBuffer": 50, "maxConcurrencyLimit": 64}, 2)
+def test_envoys_filters_are_configured_per_configuration_and_refusals_carry_their_details(tmp_path):
+    from rbl.mesh.sidecar_filters import FILTERS, filter_config, filter_resource
+    adaptive, admission = FILTERS
+    off, on = filter_config(adaptive, None, 1), filter_config(adaptive, {"minRttBuffer": 50, "maxConcurrencyLimit": 64}, 2)
     assert off["enabled"]["default_value"] is False and on["enabled"]["default_value"] is True
-    assert on["enabled"]["runtime_key"] != filter_config({"minRttBuffer": 50}, 3)["enabled"]["runtime_key"]
+    assert on["enabled"]["runtime_key"] != filter_config(adaptive, {"minRttBuffer": 50}, 3)["enabled"]["runtime_key"]
     gradient = on["gradient_controller_config"]
     assert gradient["min_rtt_calc_params"]["buffer"] == {"value": 50.0}
     assert gradient["concurrency_limit_params"] == {"max_concurrency_limit": 64, "concurrency_update_interval": "0.100s"}
-    assert filter_resource({}, 4)["typed_config"]["enabled"]["default_value"] is True     # every default: on
-    static = static_bootstrap(ADDRESSES, "adaptive_concurrency", {"minRttCalcInterval": 5000})
+    assert filter_resource(adaptive, {}, 4)["typed_config"]["enabled"]["default_value"] is True   # every default: on
+    throttle = filter_config(admission, {"srThreshold": 90, "aggression": 2, "samplingWindow": 5000}, 5)
+    assert (throttle["sr_threshold"]["default_value"], throttle["aggression"]["default_value"],
+            throttle["sampling_window"], throttle["max_rejection_probability"]["default_value"]) == (
+        {"value": 90.0}, 2.0, "5.000s", {"value": 80.0})
+    static = static_bootstrap(ADDRESSES, "adaptive_concurrency+admission_control",
+                              {"adaptive_concurrency.minRttCalcInterval": 5000, "admission_control.srThreshold": 99})
     manager = static["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    assert [f["name"] for f in manager["http_filters"]] == ["adaptive_concurrency", "envoy.filters.http.router"]
+    assert [f["name"] for f in manager["http_filters"]] == ["adaptive_concurrency", "admission_control",
+                                                            "envoy.filters.http.router"]
     mapper, = manager["local_reply_config"]["mappers"]
-    assert "reached_concurrency_limit" in mapper["filter"]["extension_filter"]["typed_config"]["expression"]
+    expression = mapper["filter"]["extension_filter"]["typed_config"]["expression"]
+    assert "reached_concurrency_limit" in expression and "denied_by_admission_control" in expression
     paths = []
-    for watched in ("rds", "cds", "ecds"):                # Envoy validates that watched files exist
-        (tmp_path / f"{watched}.json").write_text("{}")
+    for watched in ("rds.json", "cds.json", *(f.file for f in FILTERS)):   # Envoy validates that watched files exist
+        (tmp_path / watched).write_text("{}")
     discovered = sidecar_bootstrap(ADDRESSES, str(tmp_path / "rds.json"), str(tmp_path / "cds.json"),
-                                   ecds_path=str(tmp_path / "ecds.json"))
+                                   filters_dir=str(tmp_path))
     for name, document in (("static", static), ("discovered", discovered)):
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(document))

@@ -127,6 +127,7 @@ def baseline(params: dict) -> Callable[[Call], Call]:
 # The mesh client's policies are its sidecar's: here they only check the job names the sidecar's
 # parameters (so a job meant for another library is refused) and send the request as it is.
 _PERCENT = (float, int)            # a share in percent points (not `is _NUMBER`: no duration)
+_FACTOR = (int, float)             # a plain number (neither a duration nor a share)
 ISTIO_POLICIES = {
     "retry": {"attempts": int, "perTryTimeout": _NUMBER, "retryOn": str, "backoff": _NUMBER},
     "circuit_breaker": {"maxConnections": int, "http1MaxPendingRequests": int, "http2MaxRequests": int,
@@ -139,6 +140,8 @@ ISTIO_POLICIES = {
                              "maxConcurrencyLimit": int, "minConcurrencyLimit": int, "minRttCalcInterval": _NUMBER,
                              "minRttRequestCount": int, "minRttJitter": _PERCENT, "minConcurrency": int,
                              "minRttBuffer": _PERCENT},
+    "admission_control": {"samplingWindow": _NUMBER, "aggression": _FACTOR, "srThreshold": _PERCENT,
+                          "rpsThreshold": int, "maxRejectionProbability": _PERCENT},
 }
 for _allowed in ISTIO_POLICIES.values():
     _allowed["host"] = str           # where a topology's sidecars enforce the policy (their business, not the job's)

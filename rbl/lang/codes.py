@@ -225,9 +225,9 @@ from the last window's per-request measurements: it needs open-loop load (`load 
 requests rbl records one by one as they are answered. Controllers run on one hop (no `topology`)
 for now. A client cannot compose a controller with the static policy it controls
 (`adaptive_breaker` with `circuit_breaker`, `aimd_retry` with `retry`): both would set the same
-field. Envoy's adaptive concurrency filter (`istio.adaptive_concurrency`) sits on the client
-sidecar's listener, so it runs on one hop too, and not beside a controller, whose every retune would
-restart the filter's gradient controller.
+field. Envoy's adaptive concurrency and admission control filters (`istio.adaptive_concurrency`,
+`istio.admission_control`) sit on the client sidecar's listener, so they run on one hop too, and not
+beside a controller, whose every retune would restart them.
 """),
     "E0229": ("an Istio release rbl does not know, or a field it lacks", """
 `istio.version` names the Istio release whose defaults the `istio` clients follow, as `1.MINOR`

@@ -1,9 +1,10 @@
 """A running sidecar Envoy: its files, switching its configuration, reading its counters.
 
-The sidecar reads its route (rds.json), cluster (cds.json) and adaptive concurrency filter
-(ecds.json, adaptive_concurrency.py) from files it watches. A switch writes them atomically (a
-rename, which is what Envoy's file watch sees) under a new version and waits until the admin API
-reports every update accepted, so a round never starts on the last configuration's policies.
+The sidecar reads its route (rds.json), cluster (cds.json) and the configs of its adaptive
+concurrency and admission control filters (ecds-*.json, sidecar_filters.py) from files it watches.
+A switch writes them atomically (a rename, which is what Envoy's file watch sees) under a new
+version and waits until the admin API reports every update accepted, so a round never starts on
+the last configuration's policies.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from ..errors import EXIT_INTERNAL, RblError
 from ..libraries.composition import policies_of
 from ..store.durable import new_file
-from .adaptive_concurrency import POLICY as ADAPTIVE_POLICY, REJECTION_STAT, UPDATE_STAT, filter_resource
+from .sidecar_filters import FILTERS, POLICIES as FILTER_POLICIES, filter_resource
 from .sidecar_config import (CLUSTER_NAME, ROUTE_NAME, STAT_PREFIX, SidecarAddresses, cluster, cluster_for,
                              discovery_response, route_configuration, route_configuration_of, route_for,
                              sidecar_bootstrap)
@@ -56,7 +57,6 @@ class Sidecar:
         self.version = 0
         self.rds = directory / "rds.json"
         self.cds = directory / "cds.json"
-        self.ecds = directory / "ecds.json"
         self.bootstrap = directory / "envoy.json"
 
     def write_initial(self) -> Path:
@@ -66,9 +66,9 @@ class Sidecar:
     def write_initial_resources(self, route: dict, clusters: list[dict], faults: bool = False) -> Path:
         """The bootstrap (with the fault filter, for `faults`) and a first route and clusters."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._write_resources(route, clusters, None)
+        self._write_resources(route, clusters, {})
         _write_json(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds), faults=faults,
-                                                      ecds_path=str(self.ecds)))
+                                                      filters_dir=str(self.directory)))
         return self.bootstrap
 
     def faults_injected(self) -> tuple[int, int]:
@@ -89,26 +89,29 @@ class Sidecar:
 
     def apply(self, pattern: str, config: dict, timeout: float = APPLY_TIMEOUT_S) -> float:
         """Switch to a configuration and wait until Envoy runs it; returns the seconds it took."""
-        adaptive = policies_of(pattern, config).get(ADAPTIVE_POLICY)
-        return self.apply_resources(*self.resources(pattern, config), adaptive=adaptive, timeout=timeout)
+        policies = policies_of(pattern, config)
+        filtered = {name: policies[name] for name in FILTER_POLICIES if name in policies}
+        return self.apply_resources(*self.resources(pattern, config), filtered=filtered, timeout=timeout)
 
-    def apply_resources(self, route: dict, clusters: list[dict], adaptive: dict | None = None,
+    def apply_resources(self, route: dict, clusters: list[dict], filtered: dict[str, dict] | None = None,
                         timeout: float = APPLY_TIMEOUT_S) -> float:
-        """Switch to this route configuration and these clusters (and the adaptive concurrency
-        policy `adaptive`, None: off), and wait until Envoy runs them."""
+        """Switch to this route configuration and these clusters (and the filters' policies
+        `filtered`, {name: parameters}; a filter left out is off), and wait until Envoy runs them."""
         began = time.perf_counter()
         before = self._stats()
-        # a sidecar whose bootstrap has the filter has loaded its file once (a docker deployment
-        # compiled before the filter existed has not)
-        updates = UPDATES + ((UPDATE_STAT,) if UPDATE_STAT in before else ())
-        if adaptive is not None and UPDATE_STAT not in before:
-            raise SidecarError(f"the sidecar Envoy in {self.directory} has no adaptive concurrency filter; "
+        # a sidecar whose bootstrap has the filters has loaded their files once (a docker deployment
+        # compiled before they existed has not)
+        with_filters = all(f.update_stat in before for f in FILTERS)
+        if filtered and not with_filters:
+            raise SidecarError(f"the sidecar Envoy in {self.directory} has no {' or '.join(filtered)} filter; "
                                "compile the deployment again")
-        self._write_resources(route, clusters, adaptive, with_filter=UPDATE_STAT in before)
+        updates = UPDATES + (tuple(f.update_stat for f in FILTERS) if with_filters else ())
+        self._write_resources(route, clusters, filtered or {}, with_filters=with_filters)
         deadline = began + timeout
         while True:
             now = self._stats()
-            rejected = [name for name in REJECTIONS + (REJECTION_STAT,) if now.get(name, 0) > before.get(name, 0)]
+            rejected = [name for name in REJECTIONS + tuple(f.rejection_stat for f in FILTERS)
+                        if now.get(name, 0) > before.get(name, 0)]
             if rejected:
                 raise SidecarError(f"the sidecar Envoy rejected configuration {self.version} ({', '.join(rejected)}); "
                                    f"see {self.directory} and the sidecar's log")
@@ -133,15 +136,16 @@ class Sidecar:
         return {name: {column: sum(stats.get(f"cluster.{name}.{counter}", 0) for counter in counters)
                        for column, counters in COUNTERS.items()} for name in clusters}
 
-    def _write_resources(self, route: dict, clusters: list[dict], adaptive: dict | None,
-                         with_filter: bool = True) -> None:
-        """The files of a new version; the filter's too, for a sidecar that has it."""
+    def _write_resources(self, route: dict, clusters: list[dict], filtered: dict[str, dict],
+                         with_filters: bool = True) -> None:
+        """The files of a new version; the filters' too, for a sidecar that has them."""
         self.version += 1
         version = str(self.version)
         _write_json(self.rds, discovery_response(route, version))
         _write_json(self.cds, {"version_info": version, "resources": clusters})
-        if with_filter:
-            _write_json(self.ecds, discovery_response(filter_resource(adaptive, self.version), version))
+        for sidecar_filter in FILTERS if with_filters else ():
+            resource = filter_resource(sidecar_filter, filtered.get(sidecar_filter.policy), self.version)
+            _write_json(self.directory / sidecar_filter.file, discovery_response(resource, version))
 
     def _stats(self) -> dict[str, int]:
         host, port = self.addresses.bind_host, self.addresses.admin_port

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..clients.protocol import SIDECAR_FLAGS_HEADER
 from ..libraries.composition import BASELINE, policies_of
 from ..libraries.istio import DEFAULT_ATTEMPTS, UNLIMITED, default_retry_on, enforced_policies
-from .adaptive_concurrency import POLICY as ADAPTIVE_POLICY, discovered_filter, inline_filter, local_reply_config
+from .sidecar_filters import discovered_filters, inline_filters, local_reply_config
 
 ROUTE_NAME = "outbound"
 CLUSTER_NAME = "upstream"
@@ -59,12 +59,13 @@ def _file_source(path: str) -> dict:
 
 
 def sidecar_bootstrap(addresses: SidecarAddresses, rds_path: str, cds_path: str, node_id: str = "rbl-sidecar",
-                      faults: bool = False, ecds_path: str | None = None) -> dict:
+                      faults: bool = False, filters_dir: str | None = None) -> dict:
     """The bootstrap: an outbound listener whose route comes from `rds_path`, clusters from `cds_path`;
-    with `ecds_path`, Envoy's adaptive concurrency filter first, configured from that file
-    (adaptive_concurrency.py); with `faults`, Envoy's fault filter before the router, which a route's
-    own fault configures (route_fault: a fault Istio's VirtualService places on the calls of its host)."""
-    filters = [discovered_filter(ecds_path)] if ecds_path else []
+    with `filters_dir`, Envoy's adaptive concurrency and admission control filters first, configured
+    from their files there (sidecar_filters.py); with `faults`, Envoy's fault filter before the router,
+    which a route's own fault configures (route_fault: a fault Istio's VirtualService places on the
+    calls of its host)."""
+    filters = discovered_filters(filters_dir) if filters_dir else []
     manager = {"@type": HCM_TYPE, "stat_prefix": STAT_PREFIX,
                "rds": {"route_config_name": ROUTE_NAME, "config_source": _file_source(rds_path)},
                "http_filters": filters + ([FAULT_FILTER, ROUTER] if faults else [ROUTER]),
@@ -91,9 +92,7 @@ def static_bootstrap(addresses: SidecarAddresses, pattern: str, config: dict, no
     manager = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     del manager["rds"]
     manager["route_config"] = route
-    adaptive = policies_of(pattern, config).get(ADAPTIVE_POLICY)
-    if adaptive is not None:
-        manager["http_filters"].insert(0, inline_filter(adaptive))
+    manager["http_filters"][:0] = inline_filters(policies_of(pattern, config))
     bootstrap["static_resources"]["clusters"] = [upstream]
     return bootstrap
 

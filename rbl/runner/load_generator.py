@@ -4,7 +4,7 @@ cannot hold the load back (no coordinated omission); and its CSV read as the per
 each request with one response class:
   success         the call succeeded (library), or a 2xx came back (mesh);
   circuit_broken  the sidecar refused it locally (Envoy flag UO: a connection-pool limit; or its
-                  adaptive concurrency filter's limit);
+                  adaptive concurrency or admission control filter);
   timed_out       no answer within the load's timeout, the sidecar's timeout fired (UT), or a
                   library's timeout ended the call;
   rejected        a library policy refused the call (a breaker, bulkhead or rate limiter: the call
@@ -180,6 +180,14 @@ def _first_of(cases: list[tuple], otherwise: str) -> pa.ChunkedArray:
     return result
 
 
+def _any_marker(flags: pa.ChunkedArray, markers: tuple[str, ...]):
+    """Whether ",flags," holds any of the markers as a whole comma-separated item."""
+    found = pc.match_substring(flags, f",{markers[0]},")
+    for marker in markers[1:]:
+        found = pc.or_(found, pc.match_substring(flags, f",{marker},"))
+    return found
+
+
 def response_classes(table: pa.Table, mesh: bool) -> pa.ChunkedArray:
     """Each request's response class (the module's docstring), from the CSV's columns."""
     status = table["status"]
@@ -192,8 +200,7 @@ def response_classes(table: pa.Table, mesh: bool) -> pa.ChunkedArray:
         flags = pc.binary_join_element_wise("", table["flags"], "", ",")
         return _first_of(no_answer + [
             (pc.and_(pc.greater_equal(status, 200), pc.less(status, 300)), "success"),
-            (pc.or_(pc.match_substring(flags, ",UO,"), pc.match_substring(flags, f",{SIDECAR_REFUSAL_DETAILS},")),
-             "circuit_broken"),
+            (_any_marker(flags, ("UO", *SIDECAR_REFUSAL_DETAILS.values())), "circuit_broken"),
             (pc.match_substring(flags, ",UT,"), "timed_out"),
         ], "failed")
     ok, ending = table["ok"], table["ending"]

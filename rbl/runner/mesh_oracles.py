@@ -31,10 +31,10 @@ def allowed_attempts(pattern: str, config: dict) -> int:
 
 
 def pool_fits(pattern: str, config: dict, users: int) -> bool:
-    """Whether `users` requests at once can never fill the pool (so none may be refused with UO); an
-    adaptive concurrency limit may fall to any value, so beside one they can."""
+    """Whether `users` requests at once can never fill the pool (so none may be refused with UO);
+    beside Envoy's adaptive concurrency or admission control filter any request may be refused."""
     policies = policies_of(pattern, config)
-    if "adaptive_concurrency" in policies:
+    if {"adaptive_concurrency", "admission_control"} & set(policies):
         return False
     pool = policies.get("circuit_breaker", {})
     limits = [pool.get(name) for name in ("http2MaxRequests", "http1MaxPendingRequests")]

@@ -37,10 +37,10 @@ SIDECAR_COLUMNS = ("sidecarUpstreamRequests", "sidecarRetries", "sidecarRetrySuc
 # CPU its services spent (and wasted beyond what the carried requests needed).
 CHAIN_COLUMNS = ("chainAmplification", "chainRefusedCalls", "chainFailedCalls", "chainWastedCpuSeconds",
                  "chainCpuSeconds")
-# (a request Envoy's adaptive concurrency filter refused carries its response code details instead
-# of a flag, clients/protocol.py: refused by the sidecar as by a pool limit)
-RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": ("UO", SIDECAR_REFUSAL_DETAILS), "timedOutRequests": ("UT",),
-                        "ejectedRequests": ("UH",)}
+# (a request Envoy's adaptive concurrency or admission control filter refused carries its response
+# code details instead of a flag, clients/protocol.py: refused by the sidecar as by a pool limit)
+RESPONSE_CLASS_FLAGS = {"circuitBrokenRequests": ("UO", *SIDECAR_REFUSAL_DETAILS.values()),
+                        "timedOutRequests": ("UT",), "ejectedRequests": ("UH",)}
 # How library patterns ended calls (the calls' "rejected", "timed_out" and "fallback" in protocol v1),
 # so that timeouts, bulkheads, rate limiters, hedging and fallbacks compare across libraries: calls a
 # timeout ended, calls each policy refused and the mean time from such a call's start to its refusal

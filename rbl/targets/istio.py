@@ -82,8 +82,8 @@ FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
 
 
 # Policies rbl runs in its sidecars that Istio has no API for
-ENVOY_ONLY = {"adaptive_concurrency": "a mesh installs Envoy's adaptive concurrency filter with an EnvoyFilter "
-                                      "(envoy.filters.http.adaptive_concurrency), which rbl does not write yet"}
+ENVOY_ONLY = {name: f"a mesh installs Envoy's filter with an EnvoyFilter (envoy.filters.http.{name}), which rbl "
+                    "does not write yet" for name in ("adaptive_concurrency", "admission_control")}
 
 
 @dataclass(frozen=True)

@@ -318,7 +318,7 @@ def adaptive_concurrency_problems(rig: MeshRig, config: dict, users: int = 16, f
     rig.target.idle()
     arrived = len(rig.target.take().arrivals)
     # a request the job's deadline cut short has no answer and no flags
-    refusal = lambda request: request[3:] == [SIDECAR_REFUSAL_DETAILS]      # noqa: E731
+    refusal = lambda request: request[3:] == [SIDECAR_REFUSAL_DETAILS["adaptive_concurrency"]]   # noqa: E731
     refused = [r for r in requests if refusal(r)]
     every_refusal = [r for r in fast + requests if refusal(r)]
     problems = []
@@ -334,8 +334,52 @@ def adaptive_concurrency_problems(rig: MeshRig, config: dict, users: int = 16, f
         problems.append(f"{config}: no request refused after answers slowed ({after_fast} -> {after_slow})")
     if any(r[2] != 503 or r[1] > 50_000 for r in refused):
         problems.append(f"{config}: a refusal is 503 at once: {[r for r in refused if r[2] != 503 or r[1] > 50_000][:3]}")
-    if any(r[3:] not in ([], ["-"], [SIDECAR_REFUSAL_DETAILS]) for r in requests):
+    if any(r[3:] not in ([], ["-"], [SIDECAR_REFUSAL_DETAILS["adaptive_concurrency"]]) for r in requests):
         problems.append(f"{config}: flags {sorted({tuple(r[3:]) for r in requests})}")
+    return problems
+
+
+# -- admission control ----------------------------------------------------------------------------------
+def sre_rejection_chance(requests: int, successes: int, threshold: float, aggression: float = 1.0,
+                         cap: float = 0.8) -> float:
+    """The chance Envoy's admission control refuses the next request, having counted `requests`
+    answered, `successes` of them successful, with a success-rate `threshold` (a ratio)."""
+    chance = (requests - successes / threshold) / (requests + 1)
+    return min(cap, max(0.0, chance) ** (1 / aggression))
+
+
+def admission_control_problems(rig: MeshRig, threshold_percent: int, calls: int = 300) -> list[str]:
+    """One caller, half the requests aborted 503 by the fault proxy: before each call the SRE rule
+    gives the chance the filter refuses it, from the answers counted so far (the window outlasts the
+    check); the calls it refused must be as many as those chances add up to, within 4 standard
+    deviations (about 47% of the calls when the threshold is 95%, about none at 50%). A refusal is
+    503 with the filter's details in the flags header, at once, and never reaches the target."""
+    config = {"srThreshold": threshold_percent, "samplingWindow": 600_000}
+    strategy = rig.configure("admission_control", config)
+    rig.proxy.set_fault(abort__abort_percent=50, abort__http_status=503)
+    before = rig.upstream_counts()
+    reply = rig.run(strategy, "/status/200", successes=calls, max_requests=calls)
+    seen, _ = _increase(before, rig.upstream_counts())
+    requests = _requests([reply])
+    answered = successes = refused = 0
+    expected = variance = 0.0
+    problems = _client_problems([reply])
+    for request in requests:
+        chance = sre_rejection_chance(answered, successes, threshold_percent / 100)
+        expected, variance = expected + chance, variance + chance * (1 - chance)
+        if request[3:] == [SIDECAR_REFUSAL_DETAILS["admission_control"]]:
+            refused += 1
+            if request[2] != 503:
+                problems.append(f"{config}: a refusal answered {request}")
+        else:
+            answered, successes = answered + 1, successes + (request[2] < 500)
+    if len(requests) != calls:
+        problems.append(f"{config}: {len(requests)} requests for {calls} calls")
+    if seen != calls - refused:
+        problems.append(f"{config}: the fault proxy saw {seen} requests, {calls - refused} were not refused")
+    if abs(refused - expected) > 4 * variance ** 0.5 + 3:
+        problems.append(f"{config}: refused {refused} of {calls} calls, {answered - successes} of the {answered} "
+                        f"answered failing; the SRE rule gives {expected:.0f} +- {variance ** 0.5:.0f}")
     return problems
 
 

@@ -16,14 +16,15 @@ import pytest
 from rbl.mesh import sidecar as sidecar_module
 
 from . import checks
-from .mesh_checks import (ADAPTIVE, adaptive_concurrency_problems, attempts_problems, backoff_problems,
+from .mesh_checks import (ADAPTIVE, adaptive_concurrency_problems, admission_control_problems, attempts_problems,
+                          backoff_problems,
                           longer_backoff_problems, pool_problems, reply_shape_problems, retry_budget_problems,
                           timeout_problems)
 from .mesh_sidecar import MeshRig, mesh_rig
 from .profiles import Profile
 
 ISTIO = Profile("istio", "mesh", "istio", ("baseline", "retry", "circuit_breaker", "outlier_detection", "timeout",
-                                          "retry_budget", "adaptive_concurrency"))
+                                          "retry_budget", "adaptive_concurrency", "admission_control"))
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +154,12 @@ def test_retry_budget(rig, case):
 # -- adaptive concurrency ------------------------------------------------------------------------------
 def test_adaptive_concurrency_lowers_its_limit_when_latency_rises(rig):
     assert adaptive_concurrency_problems(rig, ADAPTIVE) == []
+
+
+# -- admission control ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("threshold", [95, 50])
+def test_admission_control_refuses_as_the_sre_rule_says(rig, threshold):
+    assert admission_control_problems(rig, threshold) == []
 
 
 # -- timeouts ------------------------------------------------------------------------------------------
@@ -297,12 +304,28 @@ def test_an_adaptive_concurrency_interval_taken_for_seconds_is_caught(rig, monke
     """concurrencyUpdateInterval 100 (ms) written as 100 s: the limit is never recalculated."""
     real = sidecar_module.filter_resource
 
-    def wrong(policy, generation):
-        resource = copy.deepcopy(real(policy, generation))
-        if policy is not None:
+    def wrong(sidecar_filter, policy, generation):
+        resource = copy.deepcopy(real(sidecar_filter, policy, generation))
+        if policy is not None and sidecar_filter.policy == "adaptive_concurrency":
             limits = resource["typed_config"]["gradient_controller_config"]["concurrency_limit_params"]
             limits["concurrency_update_interval"] = f"{float(limits['concurrency_update_interval'][:-1]) * 1000}s"
         return resource
     monkeypatch.setattr(sidecar_module, "filter_resource", wrong)
     problems = adaptive_concurrency_problems(rig, ADAPTIVE)
     assert any("the limit did not fall" in p for p in problems), problems
+
+
+def test_an_admission_threshold_taken_for_a_failure_rate_is_caught(rig, monkeypatch):
+    """A success rate of 95% written as 5% (failsafe-go's throttler takes a failure rate): a success
+    rate of half is far above it, so nothing is refused."""
+    real = sidecar_module.filter_resource
+
+    def wrong(sidecar_filter, policy, generation):
+        resource = copy.deepcopy(real(sidecar_filter, policy, generation))
+        if policy is not None and sidecar_filter.policy == "admission_control":
+            threshold = resource["typed_config"]["sr_threshold"]["default_value"]
+            threshold["value"] = 100 - threshold["value"]
+        return resource
+    monkeypatch.setattr(sidecar_module, "filter_resource", wrong)
+    problems = admission_control_problems(rig, 95)
+    assert any("the SRE rule gives" in p for p in problems), problems

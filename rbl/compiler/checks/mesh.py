@@ -1,7 +1,7 @@
 """Pass: what Istio's own validation refuses in a client of the built-in `istio` library, which the
 catalogue's types cannot say (docs/library-semantics.md, section istio): retryOn's tokens, retries
 switched off while other retry fields are set, and a connection pool with no setting; and where a
-controller (adaptive_breaker, aimd_retry) and Envoy's adaptive concurrency filter can run."""
+controller (adaptive_breaker, aimd_retry) and Envoy's adaptive filters can run."""
 
 from __future__ import annotations
 
@@ -37,26 +37,26 @@ def check_mesh_policies(ctx: CheckContext) -> None:
         controllers = [policy for policy in policies if policy in CONTROLLED]
         if controllers:
             _check_controller(ctx, client, controllers[0], policies)
-        if ADAPTIVE_CONCURRENCY in policies:
-            _check_adaptive_concurrency(ctx, client, controllers)
+        for sidecar_filter in (policy for policy in policies if policy in SIDECAR_FILTERS):
+            _check_sidecar_filter(ctx, client, sidecar_filter, controllers)
 
 
-# Envoy's filter sits on the client sidecar's listener: it limits every call the sidecar makes, so it
-# cannot be placed on one service of a chain; and a controller's retune would restart its controller
-ADAPTIVE_CONCURRENCY = "adaptive_concurrency"
+# Envoy's filters sit on the client sidecar's listener: they act on every call the sidecar makes, so
+# they cannot be placed on one service of a chain; and a controller's retune would restart them
+SIDECAR_FILTERS = ("adaptive_concurrency", "admission_control")
 
 
-def _check_adaptive_concurrency(ctx: CheckContext, client: ClientSpec, controllers: list[str]) -> None:
+def _check_sidecar_filter(ctx: CheckContext, client: ClientSpec, policy: str, controllers: list[str]) -> None:
     if ctx.topology is not None:
-        ctx.diags.error("E0228", f"`{ADAPTIVE_CONCURRENCY}` runs on one hop for now, not on a topology", client.span,
+        ctx.diags.error("E0228", f"`{policy}` runs on one hop for now, not on a topology", client.span,
                         "Envoy's filter on a topology",
                         help="remove the topology, or limit the calls of a service with `circuit_breaker` "
                              "(`host = SERVICE`)")
     elif controllers:
-        ctx.diags.error("E0228", f"`{ADAPTIVE_CONCURRENCY}` cannot be composed with the controller "
-                                 f"`{controllers[0]}`", client.span, "two adaptive policies in one sidecar",
-                        help="each retune of the controller would restart Envoy's gradient controller: compare "
-                             "them as two clients")
+        ctx.diags.error("E0228", f"`{policy}` cannot be composed with the controller `{controllers[0]}`",
+                        client.span, "two adaptive policies in one sidecar",
+                        help="each retune of the controller would restart Envoy's filter: compare them as two "
+                             "clients")
 
 
 # the static policy each controller sets in force: a client cannot have both

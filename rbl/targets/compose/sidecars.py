@@ -3,9 +3,10 @@ a first route and cluster) and the Sidecar the docker backend drives it through 
 
 The files live in envoy/sidecar-LIBRARY/ (RUN_DIR/deployment/ for a run), bind-mounted at
 /etc/rbl/sidecar; the bootstrap names the container's paths. The runner switches configurations
-as on the local backend (rbl/mesh/sidecar.py): it renames new rds.json, cds.json and ecds.json into that
-directory on the host, and Envoy's file watch inside the container sees the rename through the
-bind mount (a watch on the directory, which a bind mount shares; measured: bench/sidecar_bind_mount.py).
+as on the local backend (rbl/mesh/sidecar.py): it renames new rds.json, cds.json and ecds-*.json
+into that directory on the host, and Envoy's file watch inside the container sees the rename
+through the bind mount (a watch on the directory, which a bind mount shares; measured:
+bench/sidecar_bind_mount.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from pathlib import Path
 
 from .deployment import SIDECAR_DIR_IN_CONTAINER, Deployment, Service, sidecar_directory
-from ...mesh.adaptive_concurrency import filter_resource
+from ...mesh.sidecar_filters import FILTERS, filter_resource
 from ...mesh.sidecar import Sidecar
 from ...mesh.sidecar_config import SidecarAddresses, cluster, discovery_response, route_configuration, sidecar_bootstrap
 
@@ -65,11 +66,13 @@ def sidecar_files(deployment: Deployment) -> dict[str, str]:
         version = str(FIRST_VERSION)
         files[f"{directory}/envoy.json"] = _json(sidecar_bootstrap(
             addresses, f"{SIDECAR_DIR_IN_CONTAINER}/rds.json", f"{SIDECAR_DIR_IN_CONTAINER}/cds.json",
-            node_id=f"{deployment.project}.{service.name}", ecds_path=f"{SIDECAR_DIR_IN_CONTAINER}/ecds.json"))
+            node_id=f"{deployment.project}.{service.name}", filters_dir=SIDECAR_DIR_IN_CONTAINER))
         files[f"{directory}/rds.json"] = _json(discovery_response(route_configuration("baseline", {}), version))
         files[f"{directory}/cds.json"] = _json(discovery_response(_upstream_cluster("baseline", {}, addresses),
                                                                   version))
-        files[f"{directory}/ecds.json"] = _json(discovery_response(filter_resource(None, FIRST_VERSION), version))
+        for sidecar_filter in FILTERS:
+            files[f"{directory}/{sidecar_filter.file}"] = _json(discovery_response(
+                filter_resource(sidecar_filter, None, FIRST_VERSION), version))
     return files
 
 
