@@ -291,3 +291,17 @@ def test_a_link_where_the_istio_files_go_is_refused(cli, tmp_path):
     (tmp_path / "out" / "istio").symlink_to(outside)
     code, _, err = cli("compile", spec, "--target", "istio", "-o", tmp_path / "out")
     assert code == 2 and "symbolic link" in err and list(outside.iterdir()) == []
+
+
+def test_a_policy_istio_has_no_field_for_is_skipped_with_a_note_or_refused_alone(cli, tmp_path):
+    both = ("space s {\n  users = 2\n  client istio.adaptive_concurrency {}\n"
+            "  client istio.admission_control + retry {}\n  client istio.retry { attempts = 1 }\n}\n")
+    (tmp_path / "both.rbl").write_text(both)
+    code, _, err = cli("compile", tmp_path / "both.rbl", "--target", "istio", "-o", tmp_path / "out")
+    assert code == 0, err
+    assert err.count("note: --target istio skips client") == 2 and "EnvoyFilter" in err
+    assert [entry["client"] for entry in _index(tmp_path / "out")] == ["istio.retry"]
+    (tmp_path / "alone.rbl").write_text("space s {\n  users = 2\n  client istio.adaptive_concurrency {}\n}\n")
+    code, _, err = cli("compile", tmp_path / "alone.rbl", "--target", "istio", "-o", tmp_path / "out2")
+    assert code == 2 and "Istio has no field for 'adaptive_concurrency'" in err
+    assert "note:" not in err and not (tmp_path / "out2").exists()

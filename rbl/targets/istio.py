@@ -298,8 +298,12 @@ def render_all(space, header: dict, options: MeshOptions, say=lambda _: None) ->
         if client.library.name != LIBRARY:
             say(f"note: --target istio skips client {client.label} ({client.library.name} is no mesh policy)")
     texts: dict[str, str] = {}
-    entries, taken = [], set()
+    entries, taken, skipped = [], set(), []
     for client in mesh_clients(space):
+        envoy_only = [policy for policy in pattern_names(client.pattern.name) if policy in ENVOY_ONLY]
+        if envoy_only:
+            skipped.append(f"client {client.label}: Istio has no field for {envoy_only[0]!r}: {ENVOY_ONLY[envoy_only[0]]}")
+            continue
         folder = _slug(client.label, taken)
         for index, config in enumerate(configurations(client)):
             try:
@@ -313,6 +317,11 @@ def render_all(space, header: dict, options: MeshOptions, say=lambda _: None) ->
             texts[f"{ISTIO_DIR}/{name}"] = text
             entries.append({"file": name, "client": client.label, "pattern": client.pattern.name,
                             "configuration": index, "config": config})
+    if not entries and skipped:
+        raise UsageError(skipped[0], hint="--target istio writes Istio's resources; give the space a client of "
+                                          "Istio's own policies")
+    for why in skipped:
+        say(f"note: --target istio skips {why}")
     if space.topology is None:
         where = {"service": options.service, "resource_name": options.name}
     else:
