@@ -3,14 +3,43 @@
 from __future__ import annotations
 
 import json
+import random
 import socket
 import urllib.request
+from pathlib import Path
 
 HOST = "127.0.0.1"
 
 
+# Listening ports are picked below the kernel's ephemeral range: a port picked inside it can be taken,
+# between the pick and the service's own bind, by any outgoing connection on the machine (a load
+# generator opens thousands), and the service then fails with "address already in use".
+LOWEST_LISTEN_PORT = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PICK_ATTEMPTS = 64
+_PICKER = random.SystemRandom()     # not the global generator, which a run may seed
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_port() -> int:
-    """A port the kernel just handed out on loopback (random, so parallel runs do not collide)."""
+    """A free port on loopback, random (so parallel runs do not collide) and below the kernel's
+    ephemeral range where there is room (so no outgoing connection takes it before the service
+    binds it); else one the kernel hands out."""
+    start = _ephemeral_start()
+    for _ in range(PICK_ATTEMPTS if start > LOWEST_LISTEN_PORT + 1000 else 0):
+        port = _PICKER.randrange(LOWEST_LISTEN_PORT, start)
+        with socket.socket() as sock:
+            try:
+                sock.bind((HOST, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind((HOST, 0))
         return sock.getsockname()[1]
