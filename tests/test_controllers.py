@@ -192,6 +192,37 @@ def test_the_observer_is_not_ticked_in_a_round_without_a_controller(tmp_path):
     assert not list(read_decisions(tmp_path))
 
 
+def test_envoys_filter_limit_is_read_every_load_window_and_recorded_as_its_decision(tmp_path):
+    from rbl.runner.controllers import FilterLimitObserver
+    from rbl.runner.executor import has_filter_limits
+    scenario = {"id": "env", "client": "envoy", "pattern": "adaptive_concurrency", "config": {},
+                "load": {"kind": "open", "window_s": 2}}
+    observer = FilterLimitObserver(tmp_path)
+    answered: list[dict] = []
+    limits = iter([None, 3, 40])
+
+    def tick(elapsed: float) -> None:
+        table = pa.Table.from_pylist(answered, schema=REQUEST_SCHEMA) if answered else None
+        observer.tick(RoundMoment(FakeSetup(scenario), elapsed, Counters({}, {}), lambda: table, lambda: 7,
+                                  None, lambda: next(limits)))
+
+    observer.round_starts(FakeSetup(scenario))
+    assert observer.interval_s == 2.0                       # every load window
+    answered += requests(20, 30.0)
+    tick(2.0)                                               # the filter has not run yet: nothing recorded
+    tick(4.0)
+    answered += requests(5, 90.0, "circuit_broken")
+    tick(6.0)
+    first, second = read_decisions(tmp_path)
+    assert (first["previous"], first["value"], second["previous"], second["value"]) == (3, 3, 3, 40)
+    assert first["window"]["answered"] == 20 and second["window"]["circuitBroken"] == 5   # only the new answers
+    assert first["algorithm"] == "envoy-gradient" and first["appliedMs"] is None and first["window"]["queue"] == 7
+    observer.round_starts(FakeSetup({**scenario, "pattern": "circuit_breaker"}, "s/2/1"))
+    assert observer.interval_s is None                      # a round without the filter: not ticked
+    header = {"load": {"kind": "open"}, "clients": [{"pattern": "retry+adaptive_concurrency"}]}
+    assert has_filter_limits(header) and not has_filter_limits({**header, "load": {"kind": "users"}})
+
+
 def test_a_window_counts_the_classes_and_the_p95_of_successes():
     rows = pa.Table.from_pylist(requests(19, 10.0) + requests(1, 30.0) + requests(2, 1.0, "failed")
                                 + requests(1, 100.0, "timed_out") + requests(3, 0.5, "circuit_broken"),

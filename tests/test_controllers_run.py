@@ -88,11 +88,27 @@ def test_the_adaptive_breaker_keeps_rt95_under_target_and_carries_about_a_pool_o
 def test_the_report_draws_the_controller_beside_rt95(adaptive):
     run, rows, _ = adaptive
     report = run / "report"
-    assert drawn_svg(report / "controllers.svg") >= 2
+    assert drawn_svg(report / "controllers.svg") >= 4                  # the breaker's panels and Envoy's
     lines = (report / "controllers.csv").read_text().splitlines()
     assert lines[0].startswith("configuration,round,elapsedS,controller,parameter")
     assert len(lines) - 1 == len([d for d in read_decisions(run)])
+    assert {line.split(",")[0] for line in lines[1:]} >= {"haoc", "envoy"}
     assert "Controllers over time" in (report / "report.html").read_text()
+
+
+def test_envoys_filter_limit_is_read_every_window_beside_the_windows_rt95(adaptive):
+    """Envoy's gradient controller sets its own limit: the runner reads it every 2-s load window. Its
+    first minimum-RTT measurement holds the limit at 3 (minConcurrency), then the limit moves."""
+    run, rows, _ = adaptive
+    readings = [d for d in read_decisions(run) if d["scenarioId"] == rows["envoy"]["scenarioId"]]
+    assert 7 <= len(readings) <= 11, [d["elapsedS"] for d in readings]
+    assert all(d["algorithm"] == "envoy-gradient" and d["parameter"] == "concurrencyLimit" and d["appliedMs"] is None
+               for d in readings)
+    values = [d["value"] for d in readings]
+    assert min(values) >= 1 and len(set(values)) > 1, values
+    assert [d["previous"] for d in readings[1:]] == values[:-1]
+    assert any(d["window"]["rt95Ms"] is not None for d in readings)
+    assert rows["envoy"]["circuitBrokenShare"] > 0                      # its refusals, counted as the sidecar's
 
 
 def test_each_decision_is_algorithm_1_on_the_window_it_saw(adaptive):

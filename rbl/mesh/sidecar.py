@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import EXIT_INTERNAL, RblError
 from ..libraries.composition import policies_of
 from ..store.durable import new_file
+from .adaptive_concurrency import LIMIT_STAT
 from .sidecar_filters import FILTERS, POLICIES as FILTER_POLICIES, filter_resource
 from .sidecar_config import (CLUSTER_NAME, ROUTE_NAME, STAT_PREFIX, SidecarAddresses, cluster, cluster_for,
                              discovery_response, route_configuration, route_configuration_of, route_for,
@@ -129,6 +130,11 @@ class Sidecar:
         """The requests in flight to the upstream now (Envoy's gauge upstream_rq_active, which counts
         the old cluster's too while a configuration switch drains it): the queue a controller reads."""
         return self._stats().get(f"cluster.{CLUSTER_NAME}.upstream_rq_active", 0)
+
+    def concurrency_limit(self) -> int | None:
+        """The limit Envoy's adaptive concurrency filter holds now (its gradient controller's gauge);
+        None while the filter is off or has not run."""
+        return self._stats().get(f"http.{STAT_PREFIX}.{LIMIT_STAT}")
 
     def cluster_counters(self, clusters) -> dict[str, dict[str, int]]:
         """Each named cluster's cumulative counters (one read of the admin API for all)."""

@@ -5,7 +5,8 @@ whose plan has one; nothing otherwise:
   putting it in force took);
 - "controllers over time": per configuration with a controller (its first counted round), the
   controlled parameter as it was set, and beside it the RT95 of each window with the controller's
-  target (adaptive_breaker's trt, aimd_retry's target) as a line."""
+  target (adaptive_breaker's trt, aimd_retry's target) as a line; Envoy's adaptive concurrency
+  filter's limit as the runner read it every window, likewise."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ from .labels import Labeller
 COLUMNS = ("configuration", "round", "elapsedS", "controller", "parameter", "previous", "value", "appliedMs",
            "answered", "successes", "failed", "circuitBroken", "rt95Ms", "queue")
 TARGET_KEYS = {"adaptive_breaker": "trt", "aimd_retry": "target"}
+# the controllers, and Envoy's adaptive concurrency filter, whose limit the runner reads every window
+DRAWN = (*CONTROLLED, "adaptive_concurrency")
 
 
 def controllers_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Path) -> tuple[list[dict], list[Path]]:
     """(figures for report.html, files written); none for a run without controller decisions."""
-    if not any(name in CONTROLLED for c in header["clients"] for name in pattern_names(c["pattern"])):
+    if not any(name in DRAWN for c in header["clients"] for name in pattern_names(c["pattern"])):
         return [], []
     counted = {(c.scenario["id"], r) for c in cells for r in c.rounds}
     by_scenario: dict[str, list[dict]] = {}
@@ -66,6 +69,8 @@ def _first_round(records: list[dict]) -> list[dict]:
 def _target_ms(scenario: dict, controller: str) -> float | None:
     names = pattern_names(scenario["pattern"])
     prefix = "" if len(names) == 1 else f"{controller}."
+    if controller not in TARGET_KEYS:               # Envoy's filter has no target of its own
+        return None
     value = scenario["config"].get(f"{prefix}{TARGET_KEYS[controller]}")
     return float(value) if value is not None else None
 
@@ -86,7 +91,7 @@ def _figure(header: dict, drawn: list[tuple[str, dict, list[dict]]]):
         value_panel.ylabel = records[0]["parameter"]
         value_panel.ylabel_colour = colour
         value_panel.title = label
-        if records[0]["parameter"] == "http2MaxRequests" and max(values) / max(1, min(values)) > 50:
+        if records[0]["parameter"] in ("http2MaxRequests", "concurrencyLimit") and max(values) / max(1, min(values)) > 50:
             value_panel.yscale = "log"        # a limit falls from 1024 to a handful: both ends readable
         rt_panel.line([r["elapsedS"] for r in records], [r["window"]["rt95Ms"] for r in records], "#333333",
                       marker="o", size=3, dash=":", label="window RT95 (ms)")

@@ -67,6 +67,10 @@ class Services(Protocol):
         """A mesh client's sidecar's requests in flight now (what a controller reads as the queue);
         None for a library client."""
 
+    def client_limit(self, library: str) -> int | None:
+        """The limit a mesh client's sidecar's adaptive concurrency filter holds now; None for a
+        library client, or with the filter off."""
+
     def hop_counters(self) -> dict | None:
         """A topology's cumulative counters, {"edges": {"caller>callee": {...}}, "services": {name:
         {...}}} (rbl/runner/hops.py keeps their increase per round); None for a plan with one target."""

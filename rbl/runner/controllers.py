@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..libraries.composition import pattern_names
+from ..mesh.adaptive_concurrency import POLICY as ADAPTIVE_CONCURRENCY
 from ..libraries.istio import (BUILT_IN_CONTROLLERS, CONTROLLED, CONTROLLED_BOUNDS, CONTROLLER_GROUP,
                                aimd_per_try_timeout_ms)
 from ..store.controllers import append_decision
@@ -230,3 +231,42 @@ class ControllerObserver:
             "controller": state.name, "algorithm": state.controller.name, "elapsedS": round(moment.elapsed_s, 3), "at": time.time(),
             "parameter": state.controller.parameter, "previous": before, "value": after,
             "appliedMs": applied_ms, "window": window.record(), "state": state.controller.state()})
+
+
+class FilterLimitObserver:
+    """Envoy's adaptive concurrency filter in a round's sidecar retunes its own limit; rbl cannot set
+    it, only read it. Every load window of an open-loop round whose configuration has the filter, this
+    reads the limit (its gradient controller's gauge) beside the window's measurements and records it
+    as the filter's decision in controllers.jsonl, so the report draws it as it draws a controller's."""
+
+    ALGORITHM = "envoy-gradient"
+    PARAMETER = "concurrencyLimit"
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.interval_s: float | None = None
+        self.seen = 0
+        self.last: int | None = None
+
+    def round_starts(self, setup) -> None:
+        scenario = setup.scenario
+        filtered = ADAPTIVE_CONCURRENCY in pattern_names(scenario["pattern"])
+        window_s = (scenario.get("load") or {}).get("window_s")
+        self.interval_s = float(window_s) if filtered and window_s else None
+        self.seen, self.last = 0, None
+
+    def tick(self, moment: RoundMoment) -> None:
+        table = moment.requests()
+        limit = moment.limit()
+        if table is None or limit is None:
+            return
+        rows = table.slice(self.seen)
+        self.seen = table.num_rows
+        window = window_of(rows, moment.queue())
+        scenario = moment.setup.scenario
+        append_decision(self.run_dir, {
+            "scenarioId": scenario["id"], "round": moment.setup.round_number, "client": scenario["client"],
+            "controller": ADAPTIVE_CONCURRENCY, "algorithm": self.ALGORITHM, "elapsedS": round(moment.elapsed_s, 3),
+            "at": time.time(), "parameter": self.PARAMETER, "previous": self.last if self.last is not None else limit,
+            "value": limit, "appliedMs": None, "window": window.record(), "state": {}})
+        self.last = limit

@@ -71,6 +71,8 @@ class RoundMoment:
     queue: Callable[[], int | None] = _nothing
     # put another configuration of the round's client in force: (pattern, config) -> seconds it took
     retune: Callable[[str, dict], float] | None = None
+    # the limit the client's sidecar's adaptive concurrency filter holds now (None: none)
+    limit: Callable[[], int | None] = _nothing
 
 
 class Observer(Protocol):
@@ -199,7 +201,8 @@ class RoundFrame:
                                     _increase(sidecar_before, self.services.client_counters(setup.library)))
                 moment = RoundMoment(setup, now - begin, counters, getattr(driving, "requests_so_far", _nothing),
                                      lambda: self.services.client_queue(setup.library),
-                                     lambda pattern, config: self._retune(setup.library, pattern, config))
+                                     lambda pattern, config: self._retune(setup.library, pattern, config),
+                                     lambda: self.services.client_limit(setup.library))
                 for observer in ticked:
                     observer.tick(moment)
                     due[id(observer)] = now + observer.interval_s

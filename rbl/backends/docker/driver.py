@@ -348,6 +348,9 @@ class DockerServices:
     def client_queue(self, library: str) -> int | None:
         return self._ask_sidecar(library, Sidecar.active_requests) if library in self.sidecars else None
 
+    def client_limit(self, library: str) -> int | None:
+        return self._ask_sidecar(library, Sidecar.concurrency_limit) if library in self.sidecars else None
+
     def hop_counters(self) -> dict | None:
         return None                           # topologies run on the local backend only (backend_choice.py)
 

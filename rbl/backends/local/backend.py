@@ -376,6 +376,9 @@ class LocalServices:
     def client_queue(self, library: str) -> int | None:
         return self._ask_sidecar(library, Sidecar.active_requests) if library in self.sidecars else None
 
+    def client_limit(self, library: str) -> int | None:
+        return self._ask_sidecar(library, Sidecar.concurrency_limit) if library in self.sidecars else None
+
     def hop_counters(self) -> dict | None:
         return self.topology.counters() if self.topology is not None else None
 
