@@ -292,6 +292,19 @@ def test_rbl_plan_estimates_a_split_run(tmp_path):
     assert "cluster = 3 shards, 1 at a time: about" in text and "`rbl merge` come on top" in text
     refused = run_rbl("plan", "shards.rbl", "--parallelism", "2", cwd=tmp_path)
     assert refused.returncode == 2 and "add --shards N" in refused.stderr
+    assert cluster["runnable"] is True and "an estimate only" not in text
+
+
+def test_a_split_the_kubernetes_backend_cannot_run_is_estimated_and_says_so(tmp_path):
+    from .conftest import REPO
+    for example, what in (("overload-pool.rbl", "open-loop load"), ("httpmon-scenario.rbl", "a population of users"),
+                          ("retry-storm.rbl", "open-loop load or a topology")):
+        done = run_rbl("plan", str(REPO / "examples" / example), "--shards", "2", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert f"an estimate only: --backend kubernetes cannot run {what} yet" in done.stdout, (example, done.stdout)
+        cluster = json.loads(run_rbl("plan", str(REPO / "examples" / example), "--shards", "2", "--json",
+                                     cwd=tmp_path).stdout)["cluster"]
+        assert cluster["runnable"] is False
 
 
 def test_a_plan_too_large_to_assign_here_is_estimated_as_an_even_split_without_listing_it():
