@@ -50,6 +50,10 @@ RETRY_CONDITIONS = ("5xx", "gateway-error", "reset", "reset-before-request", "co
 CONDITIONS_RETRYING_5XX = ("5xx", "gateway-error", "retriable-status-codes")
 UNLIMITED = 4294967295           # Istio's threshold for a connection-pool limit left unset (2^32-1)
 
+# Envoy's HTTP filters rbl runs in a client's sidecar, which Istio has no API for (rbl/mesh/sidecar_filters.py):
+# on one hop only, refused by `rbl compile --target istio`
+ENVOY_FILTERS = ("adaptive_concurrency", "admission_control")
+
 # A policy's placement (its `host`): the service whose callers' sidecars enforce it; `all`, every service
 HOST = "host"
 ALL_HOSTS = "all"

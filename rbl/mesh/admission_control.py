@@ -12,7 +12,6 @@ from ..clients.protocol import SIDECAR_REFUSAL_DETAILS
 POLICY = "admission_control"
 TYPE_URL = "type.googleapis.com/envoy.extensions.filters.http.admission_control.v3.AdmissionControl"
 REFUSED_DETAILS = SIDECAR_REFUSAL_DETAILS["admission_control"]    # Envoy's details of its 503
-REJECTED_STAT = "admission_control.rq_rejected"
 
 # Envoy's defaults; a success is an answer under 500 (Envoy's default criteria, written out)
 DEFAULTS = {"samplingWindow": 30_000, "aggression": 1.0, "srThreshold": 95, "rpsThreshold": 0,

@@ -16,7 +16,7 @@ invariants are checked on the sidecar's counters and the requests' response flag
 from __future__ import annotations
 
 from ..libraries.composition import policies_of
-from ..libraries.istio import DEFAULT_ATTEMPTS
+from ..libraries.istio import DEFAULT_ATTEMPTS, ENVOY_FILTERS
 from ..store.metrics import is_success
 from .oracles import Violation
 
@@ -34,7 +34,7 @@ def pool_fits(pattern: str, config: dict, users: int) -> bool:
     """Whether `users` requests at once can never fill the pool (so none may be refused with UO);
     beside Envoy's adaptive concurrency or admission control filter any request may be refused."""
     policies = policies_of(pattern, config)
-    if {"adaptive_concurrency", "admission_control"} & set(policies):
+    if set(ENVOY_FILTERS) & set(policies):
         return False
     pool = policies.get("circuit_breaker", {})
     limits = [pool.get(name) for name in ("http2MaxRequests", "http1MaxPendingRequests")]

@@ -25,8 +25,8 @@ from .. import __version__
 from ..errors import UsageError
 from ..yaml_text import comment_text, yaml_quote
 from ..libraries.composition import BASELINE, pattern_names, policies_of
-from ..libraries.istio import (AIMD_RETRY, CONTROLLED, DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, default_retry_on,
-                               enforced_policies, placed_policies, release_of)
+from ..libraries.istio import (AIMD_RETRY, CONTROLLED, DEFAULT_ATTEMPTS, DEFAULT_RETRY_ON, ENVOY_FILTERS,
+                               default_retry_on, enforced_policies, placed_policies, release_of)
 from ..topology import kubernetes_service
 
 ISTIO_DIR = "istio"
@@ -83,7 +83,7 @@ FIELDS: dict[str, dict[str, tuple[str, tuple[str, ...], str]]] = {
 
 # Policies rbl runs in its sidecars that Istio has no API for
 ENVOY_ONLY = {name: f"a mesh installs Envoy's filter with an EnvoyFilter (envoy.filters.http.{name}), which rbl "
-                    "does not write yet" for name in ("adaptive_concurrency", "admission_control")}
+                    "does not write yet" for name in ENVOY_FILTERS}
 
 
 @dataclass(frozen=True)

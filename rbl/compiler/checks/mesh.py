@@ -8,7 +8,7 @@ from __future__ import annotations
 from http import HTTPStatus
 
 from ...libraries.istio import (ADAPTIVE_BREAKER, AIMD_RETRY, BUILT_IN_CONTROLLERS, CONTROLLED, CONTROLLER_GROUP,
-                                RETRY_CONDITIONS)
+                                ENVOY_FILTERS, RETRY_CONDITIONS)
 from ..axes import RangeAxis
 from ..space import ClientSpec, Param
 from .context import CheckContext
@@ -37,13 +37,12 @@ def check_mesh_policies(ctx: CheckContext) -> None:
         controllers = [policy for policy in policies if policy in CONTROLLED]
         if controllers:
             _check_controller(ctx, client, controllers[0], policies)
-        for sidecar_filter in (policy for policy in policies if policy in SIDECAR_FILTERS):
+        for sidecar_filter in (policy for policy in policies if policy in ENVOY_FILTERS):
             _check_sidecar_filter(ctx, client, sidecar_filter, controllers)
 
 
 # Envoy's filters sit on the client sidecar's listener: they act on every call the sidecar makes, so
 # they cannot be placed on one service of a chain; and a controller's retune would restart them
-SIDECAR_FILTERS = ("adaptive_concurrency", "admission_control")
 
 
 def _check_sidecar_filter(ctx: CheckContext, client: ClientSpec, policy: str, controllers: list[str]) -> None:
