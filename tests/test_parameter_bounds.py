@@ -4,7 +4,8 @@ service takes exactly what `rbl check` takes. For every parameter of every libra
 values on either side of each bound go through the compiler and then to a live client service: a
 value the compiler accepts must run (200), one it refuses must be refused by the client too (400),
 never kill it. Relations between parameters (a capacity at least its threshold, buckets that divide a
-window) are checked the same way, both sides."""
+window) are checked the same way, both sides. Istio's values are Envoy's to take: each one the
+compiler accepts is put in force in a real sidecar."""
 
 from __future__ import annotations
 
@@ -151,6 +152,47 @@ def test_each_client_takes_exactly_the_values_the_catalogue_takes(services, libr
             if got != expected:
                 disagreements.append(f"{where} ({strategy[-1]['params']}): expected {expected}, got {got}")
     assert not disagreements, "\n".join(disagreements)
+
+
+# -- istio: the values the catalogue takes are values Istio's sidecar Envoy takes -------------------
+# The mesh client only forwards (its sidecar holds the policies), so the live check of an istio value
+# is Envoy's: each value the compiler accepts is put in force in a real sidecar (Sidecar.apply waits
+# for Envoy to accept or reject it). A controller's parameters are the runner's, not Envoy's.
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory):
+    from .conformance.mesh_sidecar import mesh_rig
+    with mesh_rig(tmp_path_factory.mktemp("mesh-bounds")) as rig:
+        yield rig
+
+
+def compiled_scenario(library: str, pattern: str, assignments: str) -> dict | None:
+    assigned = set(re.findall(r"^\s*(\w+) =", assignments, re.MULTILINE))
+    assignments += "\n    " + required_values(library, pattern, assigned)
+    result = compile_source(f"{HEAD}  client {library}.{pattern} {{\n    {assignments}\n  }}\n}}\n", "bounds.rbl")
+    return next(iter(iter_scenarios(result.space))) if result.ok else None
+
+
+def test_every_istio_value_the_catalogue_takes_is_one_the_sidecar_envoy_takes(mesh):
+    from rbl.libraries.istio import CONTROLLED
+    from rbl.mesh.sidecar import SidecarError
+    disagreements, tried = [], 0
+    for pattern in builtin_libraries()["istio"].patterns.values():
+        if pattern.name in CONTROLLED:
+            continue
+        for param in (p for p in pattern.params.values() if p.type.base in NUMERIC):
+            for value, inside in edges(param):
+                where = f"istio.{pattern.name}.{param.name} = {format_value(value)}"
+                scenario = compiled_scenario("istio", pattern.name, f"{param.name} = {format_value(value)}")
+                if (scenario is not None) != inside:
+                    disagreements.append(f"{where}: the compiler {'refuses' if inside else 'accepts'} it")
+                elif scenario is not None:
+                    tried += 1
+                    try:
+                        mesh.sidecar.apply(scenario["pattern"], scenario["config"])
+                    except SidecarError as error:
+                        disagreements.append(f"{where}: the sidecar Envoy refused it: {error}")
+    assert not disagreements, "\n".join(disagreements)
+    assert tried >= 40                       # every bound of every policy's numbers, on the inside
 
 
 # -- relations: refused by `rbl check` (E0233) and by the client, both sides of each ---------------
