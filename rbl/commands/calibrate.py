@@ -33,7 +33,7 @@ def calibrate(spec: Path = SpecArg,
     from ..compiler.expand import iter_scenarios
     from ..runner.interrupts import sigterm_as_interrupt
     from ..runner.capacity import (MIN_RPS, busy_note, calibrate as measure, calibration_header, slo_of,
-                                   store_capacity, stored_capacity, target_key)
+                                   stale_note, store_capacity, stored_capacity, target_key)
     console = Console(stderr=True)
     space = compile_spec(spec).space
     header = plan_header(space)
@@ -56,8 +56,9 @@ def calibrate(spec: Path = SpecArg,
     if stored is not None and not force:
         typer.echo(f"{stored['capacity_rps']:g}")
         say(f"stored capacity (calibrated {stored['measured_at']}); --force measures it again, --show shows how")
-        if busy_note(stored):
-            say(busy_note(stored))
+        for note in (busy_note(stored), stale_note(stored)):
+            if note:
+                say(note)
         return
     target_only = calibration_header(header)
     prepared = backend.check(target_only, console)          # the load generator, built on first use

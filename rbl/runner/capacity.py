@@ -250,6 +250,27 @@ def busy_note(record: dict) -> str | None:
             f"marked busy. Measure it again when the machine is quiet: `rbl calibrate SPEC --force`")
 
 
+# A stored capacity older than this is named as such when a run uses it: the same machine drifts (a
+# kernel or firmware update, another tenant of the host), and every rate given as a share follows it
+STALE_AFTER_DAYS = 30
+
+
+def stale_note(record: dict, now: datetime | None = None) -> str | None:
+    """What to say of a stored capacity measured more than STALE_AFTER_DAYS ago, None otherwise (and
+    for a date it cannot read: the cache's own checks refuse those)."""
+    try:
+        measured = datetime.fromisoformat(record["measured_at"].replace("Z", "+00:00"))
+    except (KeyError, AttributeError, ValueError):
+        return None
+    if measured.tzinfo is None:
+        measured = measured.replace(tzinfo=timezone.utc)
+    days = ((now or datetime.now(timezone.utc)) - measured).total_seconds() / 86400
+    if days <= STALE_AFTER_DAYS:
+        return None
+    return (f"note: this capacity was measured {days:.0f} days ago; a machine drifts (updates, other tenants), and "
+            f"every rate given as a share of it with it: `rbl calibrate SPEC --force` measures it again")
+
+
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # never through a proxy setting
 
 
@@ -304,8 +325,9 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
     if record is not None:
         say(f"target capacity: {record['capacity_rps']:g} req/s with p95 under {slo_ms:g} ms "
             f"(calibrated {record['measured_at']}; `rbl calibrate --force` measures it again)")
-        if busy_note(record):
-            say(busy_note(record))
+        for note in (busy_note(record), stale_note(record)):
+            if note:
+                say(note)
         return record
     say(f"no capacity of this target is stored for this machine: calibrating first "
         f"(p95 under {slo_ms:g} ms; steps of {STEP_WARMUP_S + step_seconds(MAX_RPS, slo_ms):g} s or more)")
