@@ -93,21 +93,31 @@ def test_a_short_queue_deep_in_the_chain_makes_the_retry_a_storm(storm):
 
 @pytest.fixture(scope="module")
 def noisy(tmp_path_factory):
-    return run_example(tmp_path_factory.mktemp("noisy"), "noisy-neighbour.rbl")
+    root = tmp_path_factory.mktemp("noisy")
+    return (*run_example(root, "noisy-neighbour.rbl"), other_cores(root))
 
 
 def test_retrying_elsewhere_and_ejecting_the_noisy_replica_carries_more(noisy):
-    rows, hops, output = noisy
+    rows, hops, output, crowded_by = noisy
     assert "productcatalog 3/3: 0.1 CPU" in output and "NOT enforced" not in output
     by_client = {r["client"]: r for r in rows}
     edge = {h["client"]: h["edges"][0] for h in hops}
     # the default retry waits for the noisy replica; requests there outlast the load's 100 ms
     assert by_client["istio_default"]["timedOutShare"] > 0
     assert edge["istio_default"]["sidecarEjections"] == 0 and edge["istio_default"]["sidecarRetries"] == 0
-    # the short per-try timeout retries a slow try on another replica, and outlier detection ejects it
-    assert edge["retry_elsewhere"]["sidecarPerTryTimeouts"] > 0 and edge["retry_elsewhere"]["sidecarEjections"] > 0
-    assert by_client["retry_elsewhere"]["carriedThroughput"] > by_client["istio_default"]["carriedThroughput"]
+    # the short per-try timeout retries a slow try on another replica ...
+    assert edge["retry_elsewhere"]["sidecarPerTryTimeouts"] > 0 and edge["retry_elsewhere"]["sidecarRetries"] > 0
     assert by_client["retry_elsewhere"]["successP95Ms"] < by_client["istio_default"]["successP95Ms"]
+    if crowded_by < 1.0:
+        # ... and outlier detection ejects the noisy replica after three timeouts in a row there. With a
+        # core or more of other work beside the replicas, the healthy ones miss their quotas too: the
+        # timeouts fall on every replica, between successes, and the noisy one is no longer the one
+        # that keeps failing (a suite run beside two busy loops saw 25 per-try timeouts, no ejection)
+        assert edge["retry_elsewhere"]["sidecarEjections"] > 0
+        assert by_client["retry_elsewhere"]["carriedThroughput"] > by_client["istio_default"]["carriedThroughput"]
+    else:
+        assert "other processes used" in output, output
+        assert by_client["retry_elsewhere"]["carriedThroughput"] >= by_client["istio_default"]["carriedThroughput"]
     assert all(h["oracleViolations"] == [] for h in hops)
 
 
