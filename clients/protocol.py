@@ -85,6 +85,11 @@ POST /call body: a /run job (the same fields, checked the same way, the same 400
   hundreds of calls a second, and each dropped SYN cost its request a second.
 GET /health: {"protocol": 1, "library": NAME, "version": V, "patterns": [...], "endpoints": ["/run", "/call"]}
   ("endpoints": the job routes it serves; a service without it serves /run only)
+GET /limits (services whose libraries have a limit that adapts itself: the Go and JVM services):
+  {"protocol": 1, "library": NAME, "limits": [{"instance": I, "pattern": P, "limit": N,
+  "inflight": M}, ...]}, one entry per shared instance (share "client") of such a pattern, I its
+  jobs' "instance": the limit it set itself now and the calls it holds. The runner reads it every load
+  window of an open-loop round and records it as the pattern's decision (controllers.jsonl).
 Errors, always a JSON {"error": "..."} reply, never a dropped connection (whatever the method:
 CONNECT and unknown methods included; to HEAD the reply has no body, as HTTP requires):
   400 a malformed request or a job the service cannot run (bad JSON, non-UTF-8 body, wrong types,

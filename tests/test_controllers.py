@@ -193,11 +193,11 @@ def test_the_observer_is_not_ticked_in_a_round_without_a_controller(tmp_path):
 
 
 def test_envoys_filter_limit_is_read_every_load_window_and_recorded_as_its_decision(tmp_path):
-    from rbl.runner.controllers import FilterLimitObserver
-    from rbl.runner.executor import has_filter_limits
-    scenario = {"id": "env", "client": "envoy", "pattern": "adaptive_concurrency", "config": {},
+    from rbl.runner.controllers import SelfSetLimitObserver
+    from rbl.runner.executor import has_self_set_limits
+    scenario = {"id": "env", "client": "envoy", "library": "istio", "pattern": "adaptive_concurrency", "config": {},
                 "load": {"kind": "open", "window_s": 2}}
-    observer = FilterLimitObserver(tmp_path)
+    observer = SelfSetLimitObserver(tmp_path)
     answered: list[dict] = []
     limits = iter([None, 3, 40])
 
@@ -219,8 +219,16 @@ def test_envoys_filter_limit_is_read_every_load_window_and_recorded_as_its_decis
     assert first["algorithm"] == "envoy-gradient" and first["appliedMs"] is None and first["window"]["queue"] == 7
     observer.round_starts(FakeSetup({**scenario, "pattern": "circuit_breaker"}, "s/2/1"))
     assert observer.interval_s is None                      # a round without the filter: not ticked
-    header = {"load": {"kind": "open"}, "clients": [{"pattern": "retry+adaptive_concurrency"}]}
-    assert has_filter_limits(header) and not has_filter_limits({**header, "load": {"kind": "users"}})
+    header = {"load": {"kind": "open"}, "clients": [{"library": "istio", "pattern": "retry+adaptive_concurrency"}]}
+    assert has_self_set_limits(header) and not has_self_set_limits({**header, "load": {"kind": "users"}})
+    # a library's adaptive limiter is read the same way, named by its algorithm; a fixed bulkhead is not
+    limiter = {**scenario, "library": "concurrency_limits", "pattern": "gradient2"}
+    observer.round_starts(FakeSetup(limiter, "s/3/1"))
+    assert observer.interval_s == 2.0 and observer.pattern == "gradient2"
+    observer.round_starts(FakeSetup({**scenario, "library": "failsafe", "pattern": "bulkhead"}, "s/4/1"))
+    assert observer.interval_s is None
+    assert not has_self_set_limits({**header, "clients": [{"library": "failsafe", "pattern": "bulkhead"}]})
+    assert has_self_set_limits({**header, "clients": [{"library": "failsafe", "pattern": "adaptive_limiter"}]})
 
 
 def test_a_window_counts_the_classes_and_the_p95_of_successes():

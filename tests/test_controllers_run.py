@@ -92,7 +92,7 @@ def test_the_report_draws_the_controller_beside_rt95(adaptive):
     lines = (report / "controllers.csv").read_text().splitlines()
     assert lines[0].startswith("configuration,round,elapsedS,controller,parameter")
     assert len(lines) - 1 == len([d for d in read_decisions(run)])
-    assert {line.split(",")[0] for line in lines[1:]} >= {"haoc", "envoy"}
+    assert {line.split(",")[0] for line in lines[1:]} >= {"haoc", "envoy", "limiter", "netflix"}
     assert "Controllers over time" in (report / "report.html").read_text()
 
 
@@ -109,6 +109,21 @@ def test_envoys_filter_limit_is_read_every_window_beside_the_windows_rt95(adapti
     assert [d["previous"] for d in readings[1:]] == values[:-1]
     assert any(d["window"]["rt95Ms"] is not None for d in readings)
     assert rows["envoy"]["circuitBrokenShare"] > 0                      # its refusals, counted as the sidecar's
+
+
+@pytest.mark.parametrize("client, algorithm", [("limiter", "failsafe-adaptivelimiter"), ("netflix", "netflix-vegas")])
+def test_a_library_limiters_own_limit_is_read_every_window(adaptive, client, algorithm):
+    """failsafe-go's and Netflix's limiters set their limits inside the client service: the runner
+    reads them every 2-s load window (GET /limits) and records them as Envoy's filter's are. Under
+    the spikes the limit moves, and the calls beyond it are refused as a concurrency limit's."""
+    run, rows, _ = adaptive
+    readings = [d for d in read_decisions(run) if d["scenarioId"] == rows[client]["scenarioId"]]
+    assert 7 <= len(readings) <= 11, [d["elapsedS"] for d in readings]
+    assert all(d["algorithm"] == algorithm and d["parameter"] == "concurrencyLimit" and d["appliedMs"] is None
+               for d in readings)
+    values = [d["value"] for d in readings]
+    assert min(values) >= 1 and len(set(values)) > 1, values
+    assert rows[client]["rejectedShare"] > 0, rows[client]
 
 
 def test_each_decision_is_algorithm_1_on_the_window_it_saw(adaptive):

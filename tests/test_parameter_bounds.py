@@ -25,7 +25,8 @@ from .conformance.checks import post
 from .conformance.conftest import client_services
 
 NUMERIC = ("int", "float", "duration", "percent")
-LIVE = ["tenacity", "pybreaker", "resilience4j", "cockatiel", "opossum", "failsafe", "gobreaker", "backoff"]
+LIVE = ["tenacity", "pybreaker", "resilience4j", "concurrency_limits", "cockatiel", "opossum", "failsafe", "gobreaker",
+        "backoff"]
 CLOSED_PORT = 9                    # the job's request fails at once: only the verdict on its parameters matters
 
 # What a parameter needs beside it to mean anything (rbl text), where the library ties it to another.
@@ -50,6 +51,15 @@ COMPANIONS = {
     ("failsafe", "adaptive_limiter", "recentWindowMax"): "recentWindowMin = 0ms",
     ("failsafe", "adaptive_limiter", "initialRejectionFactor"): "maxRejectionFactor = 1000000000",
     ("failsafe", "adaptive_limiter", "maxRejectionFactor"): "initialRejectionFactor = 1",
+    # initialLimit within the bounds (the client refuses it outside them, as `rbl check` does)
+    ("concurrency_limits", "vegas", "initialLimit"): "maxConcurrency = 100000",
+    ("concurrency_limits", "vegas", "maxConcurrency"): "initialLimit = 1",
+    ("concurrency_limits", "gradient2", "initialLimit"): "minLimit = 1\n    maxConcurrency = 100000",
+    ("concurrency_limits", "gradient2", "minLimit"): "initialLimit = 100000\n    maxConcurrency = 100000",
+    ("concurrency_limits", "gradient2", "maxConcurrency"): "initialLimit = 1\n    minLimit = 1",
+    ("concurrency_limits", "aimd", "initialLimit"): "minLimit = 1\n    maxLimit = 100000",
+    ("concurrency_limits", "aimd", "minLimit"): "initialLimit = 100000\n    maxLimit = 100000",
+    ("concurrency_limits", "aimd", "maxLimit"): "initialLimit = 1\n    minLimit = 1",
 }
 
 HEAD = """space bounds {
@@ -230,6 +240,14 @@ RELATION_CASES = [   # (library.pattern, assignments, fits)
     ("gobreaker.circuit_breaker", "bucketPeriod = 1ms\n    interval = 1000s", False),
     ("opossum.circuit_breaker", "rollingCountTimeout = 10s\n    rollingCountBuckets = 3", False),
     ("opossum.circuit_breaker", "rollingCountTimeout = 10s\n    rollingCountBuckets = 4", True),
+    ("concurrency_limits.vegas", "initialLimit = 30\n    maxConcurrency = 20", False),
+    ("concurrency_limits.vegas", "initialLimit = 20\n    maxConcurrency = 20", True),
+    ("concurrency_limits.gradient2", "initialLimit = 4", False),
+    ("concurrency_limits.gradient2", "initialLimit = 4\n    minLimit = 4", True),
+    ("concurrency_limits.gradient2", "initialLimit = 300", False),
+    ("concurrency_limits.aimd", "minLimit = 30", False),
+    ("concurrency_limits.aimd", "initialLimit = 201", False),
+    ("concurrency_limits.aimd", "minLimit = 5\n    initialLimit = 5\n    maxLimit = 5", True),
 ]
 
 

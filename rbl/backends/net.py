@@ -52,3 +52,16 @@ def reported_version(host: str, port: int) -> str | None:
             return json.load(response).get("version")
     except (OSError, ValueError):
         return None
+
+
+def reported_limit(host: str, port: int, instance: str) -> int | None:
+    """The limit a client service's shared instance `instance` set itself, as its GET /limits reports
+    it now (clients/protocol.py); None when it has none (not built yet) or does not answer in time:
+    the window then goes unrecorded."""
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/limits", timeout=1) as response:
+            limits = json.load(response).get("limits")
+    except (OSError, ValueError, AttributeError):
+        return None
+    found = [entry.get("limit") for entry in limits or () if isinstance(entry, dict) and entry.get("instance") == instance]
+    return found[0] if found and type(found[0]) is int else None

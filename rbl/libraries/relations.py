@@ -50,6 +50,18 @@ def _whole_ms_buckets(v: dict) -> bool:
     return (v["rollingCountTimeout"] / 1_000_000) % v["rollingCountBuckets"] == 0
 
 
+def _netflix_limits(least: str | None, most: str) -> tuple[Relation, ...]:
+    """concurrency-limits only logs a warning for an initialLimit outside its bounds (the limit then
+    jumps inside them at the first sample); rbl's JVM client refuses it, and so does `rbl check`."""
+    why = "the limit starts at initialLimit and moves between the bounds"
+    at_most = Relation(("initialLimit", most), _at_most("initialLimit", most),
+                       f"`initialLimit` must be at most `{most}`", why)
+    if least is None:
+        return (at_most,)
+    return (Relation(("initialLimit", least), _at_most(least, "initialLimit"),
+                     f"`initialLimit` must be at least `{least}`", why), at_most)
+
+
 RELATIONS: dict[tuple[str, str], tuple[Relation, ...]] = {
     ("failsafe", "retry"): (
         Relation(("delayMin", "delayMax"), _both_or_neither("delayMin", "delayMax"),
@@ -116,6 +128,9 @@ RELATIONS: dict[tuple[str, str], tuple[Relation, ...]] = {
                  "it lets one execution through every period / maxExecutions: lengthen the period, or use "
                  "`limiter = BURSTY`"),
     ),
+    ("concurrency_limits", "vegas"): _netflix_limits(None, "maxConcurrency"),
+    ("concurrency_limits", "gradient2"): _netflix_limits("minLimit", "maxConcurrency"),
+    ("concurrency_limits", "aimd"): _netflix_limits("minLimit", "maxLimit"),
     ("gobreaker", "circuit_breaker"): (
         Relation(("bucketPeriod", "interval"), _gobreaker_buckets,
                  f"`bucketPeriod` needs an `interval` above 0 that it divides into at most {MAX_BUCKETS:,} buckets",

@@ -5,8 +5,8 @@ whose plan has one; nothing otherwise:
   putting it in force took);
 - "controllers over time": per configuration with a controller (its first counted round), the
   controlled parameter as it was set, and beside it the RT95 of each window with the controller's
-  target (adaptive_breaker's trt, aimd_retry's target) as a line; Envoy's adaptive concurrency
-  filter's limit as the runner read it every window, likewise."""
+  target (adaptive_breaker's trt, aimd_retry's target) as a line; the limit an adaptive limiter or
+  Envoy's adaptive concurrency filter set itself, as the runner read it every window, likewise."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..libraries.composition import pattern_names
 from ..libraries.istio import CONTROLLED
+from ..libraries.self_limiting import SELF_LIMITING_PATTERNS
 from ..store.controllers import read_decisions
 from .cells import Cell
 from .chart.model import Chart
@@ -24,8 +25,8 @@ from .labels import Labeller
 COLUMNS = ("configuration", "round", "elapsedS", "controller", "parameter", "previous", "value", "appliedMs",
            "answered", "successes", "failed", "circuitBroken", "rt95Ms", "queue")
 TARGET_KEYS = {"adaptive_breaker": "trt", "aimd_retry": "target"}
-# the controllers, and Envoy's adaptive concurrency filter, whose limit the runner reads every window
-DRAWN = (*CONTROLLED, "adaptive_concurrency")
+# the controllers, and the patterns whose limit moves by itself, which the runner reads every window
+DRAWN = (*CONTROLLED, *sorted(SELF_LIMITING_PATTERNS))
 
 
 def controllers_section(run_dir: Path, header: dict, cells: list[Cell], out_dir: Path) -> tuple[list[dict], list[Path]]:

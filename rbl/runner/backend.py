@@ -67,9 +67,10 @@ class Services(Protocol):
         """A mesh client's sidecar's requests in flight now (what a controller reads as the queue);
         None for a library client."""
 
-    def client_limit(self, library: str) -> int | None:
-        """The limit a mesh client's sidecar's adaptive concurrency filter holds now; None for a
-        library client, or with the filter off."""
+    def client_limit(self, library: str, instance: str) -> int | None:
+        """The limit a pattern of the client set itself, now: a mesh client's sidecar's adaptive
+        concurrency filter, or a library client's adaptive limiter shared as `instance` (its GET
+        /limits); None when there is none, or it cannot be read."""
 
     def hop_counters(self) -> dict | None:
         """A topology's cumulative counters, {"edges": {"caller>callee": {...}}, "services": {name:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..libraries.composition import pattern_names
-from ..mesh.adaptive_concurrency import POLICY as ADAPTIVE_CONCURRENCY
+from ..libraries.self_limiting import SELF_LIMITING, self_limiting_pattern
 from ..libraries.istio import (BUILT_IN_CONTROLLERS, CONTROLLED, CONTROLLED_BOUNDS, CONTROLLER_GROUP,
                                aimd_per_try_timeout_ms)
 from ..store.controllers import append_decision
@@ -233,32 +233,33 @@ class ControllerObserver:
             "appliedMs": applied_ms, "window": window.record(), "state": state.controller.state()})
 
 
-class FilterLimitObserver:
-    """Envoy's adaptive concurrency filter in a round's sidecar retunes its own limit; rbl cannot set
-    it, only read it. Every load window of an open-loop round whose configuration has the filter, this
-    reads the limit (its gradient controller's gauge) beside the window's measurements and records it
-    as the filter's decision in controllers.jsonl, so the report draws it as it draws a controller's."""
+class SelfSetLimitObserver:
+    """A pattern whose limit moves by itself (Envoy's adaptive concurrency filter in the round's
+    sidecar, an adaptive limiter in the round's library client: rbl/libraries/self_limiting.py) cannot
+    be set, only read. Every load window of an open-loop round whose configuration has one, this reads
+    the limit beside the window's measurements and records it as the pattern's decision in
+    controllers.jsonl, so the report draws it as it draws a controller's."""
 
-    ALGORITHM = "envoy-gradient"
     PARAMETER = "concurrencyLimit"
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.interval_s: float | None = None
+        self.pattern: str | None = None
         self.seen = 0
         self.last: int | None = None
 
     def round_starts(self, setup) -> None:
         scenario = setup.scenario
-        filtered = ADAPTIVE_CONCURRENCY in pattern_names(scenario["pattern"])
+        self.pattern = self_limiting_pattern(scenario.get("library", ""), scenario["pattern"])
         window_s = (scenario.get("load") or {}).get("window_s")
-        self.interval_s = float(window_s) if filtered and window_s else None
+        self.interval_s = float(window_s) if self.pattern and window_s else None
         self.seen, self.last = 0, None
 
     def tick(self, moment: RoundMoment) -> None:
         table = moment.requests()
         limit = moment.limit()
-        if table is None or limit is None:
+        if table is None or limit is None:      # nothing answered yet, or the limiter not built yet
             return
         rows = table.slice(self.seen)
         self.seen = table.num_rows
@@ -266,7 +267,8 @@ class FilterLimitObserver:
         scenario = moment.setup.scenario
         append_decision(self.run_dir, {
             "scenarioId": scenario["id"], "round": moment.setup.round_number, "client": scenario["client"],
-            "controller": ADAPTIVE_CONCURRENCY, "algorithm": self.ALGORITHM, "elapsedS": round(moment.elapsed_s, 3),
-            "at": time.time(), "parameter": self.PARAMETER, "previous": self.last if self.last is not None else limit,
-            "value": limit, "appliedMs": None, "window": window.record(), "state": {}})
+            "controller": self.pattern, "algorithm": SELF_LIMITING[(scenario["library"], self.pattern)],
+            "elapsedS": round(moment.elapsed_s, 3), "at": time.time(), "parameter": self.PARAMETER,
+            "previous": self.last if self.last is not None else limit, "value": limit, "appliedMs": None,
+            "window": window.record(), "state": {}})
         self.last = limit

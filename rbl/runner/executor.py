@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..libraries.composition import pattern_names
 from ..libraries.istio import CONTROLLED
+from ..libraries.self_limiting import self_limiting_pattern
 from ..plan_records import RoundKind, round_kind
 from ..store.hops import append_hops
 from ..store.results import RunDirectory
@@ -65,9 +66,9 @@ class Executor:
         if has_controllers(header):          # a controller's client: its decisions every interval
             from .controllers import ControllerObserver    # pyarrow: open-loop runs only
             observers = (*observers, ControllerObserver(run.path))
-        if has_filter_limits(header):        # Envoy's adaptive concurrency: its limit every load window
-            from .controllers import FilterLimitObserver
-            observers = (*observers, FilterLimitObserver(run.path))
+        if has_self_set_limits(header):      # an adaptive limiter's own limit, every load window
+            from .controllers import SelfSetLimitObserver
+            observers = (*observers, SelfSetLimitObserver(run.path))
         self.frame = RoundFrame(services, header, uuid.uuid4().hex[:8], observers)
         self.outcome = RunOutcome()              # filled as rounds finish, so an interrupt keeps it
         most_users = max((s["users"] for s in run.scenarios()), default=1)
@@ -167,10 +168,11 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
-def has_filter_limits(header: dict) -> bool:
-    """Whether a client of the plan has Envoy's adaptive concurrency filter, in an open-loop plan."""
+def has_self_set_limits(header: dict) -> bool:
+    """Whether a client of the plan has a limit that moves by itself (rbl/libraries/self_limiting.py),
+    in an open-loop plan."""
     return header.get("load", {}).get("kind") == "open" and any(
-        "adaptive_concurrency" in pattern_names(client["pattern"]) for client in header["clients"])
+        self_limiting_pattern(client["library"], client["pattern"]) for client in header["clients"])
 
 
 def has_controllers(header: dict) -> bool:

@@ -71,7 +71,7 @@ class RoundMoment:
     queue: Callable[[], int | None] = _nothing
     # put another configuration of the round's client in force: (pattern, config) -> seconds it took
     retune: Callable[[str, dict], float] | None = None
-    # the limit the client's sidecar's adaptive concurrency filter holds now (None: none)
+    # the limit a pattern of the round's client set itself, now (rbl/libraries/self_limiting.py; None: none)
     limit: Callable[[], int | None] = _nothing
 
 
@@ -202,7 +202,7 @@ class RoundFrame:
                 moment = RoundMoment(setup, now - begin, counters, getattr(driving, "requests_so_far", _nothing),
                                      lambda: self.services.client_queue(setup.library),
                                      lambda pattern, config: self._retune(setup.library, pattern, config),
-                                     lambda: self.services.client_limit(setup.library))
+                                     lambda: self.services.client_limit(setup.library, setup.instance))
                 for observer in ticked:
                     observer.tick(moment)
                     due[id(observer)] = now + observer.interval_s

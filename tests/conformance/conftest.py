@@ -40,7 +40,7 @@ def client_command(profile) -> list[str]:
     if profile.kind == "python":
         return [sys.executable, "-m", "rbl.clients.python.service", "--library", profile.library]
     command = client_builds.client_command(profile.kind, client_builds.client_artifact(profile.kind))
-    return command if profile.kind == "resilience4j" else command + ["--library", profile.library]
+    return command + ["--library", profile.library]
 
 
 def start_client(profile, target_port: int, *extra: str) -> tuple[subprocess.Popen, str]:

@@ -140,14 +140,15 @@ def refusals_while(url: str, proxy, strategy: list[dict], callers: int, instance
         return sum(pool.map(caller, range(1, callers + 1)))
 
 
-def check_adaptive_limiter_lowers_its_limit_when_latency_rises(url: str, proxy, profile: Profile, limit: int = 16,
-                                                               fast_ms: int = 20, slow_ms: int = 200) -> None:
+def check_adaptive_limiter_lowers_its_limit_when_latency_rises(url: str, proxy, profile: Profile, pattern: str,
+                                                               limit: int = 16, fast_ms: int = 20,
+                                                               slow_ms: int = 200) -> None:
     """As many callers as the initial limit, calling without pause: while responses take fast_ms the
     limit has room for them all; when they jump to slow_ms (10x) the limiter lowers its limit below
     the callers, so some calls are refused, which a fixed limit of the same size never does. The
     responses are long beside what a caller spends between calls (a busy machine's Python client:
     tens of ms), so that nearly all callers are in flight at once."""
-    strategy = [{"pattern": "adaptive_limiter", "params": profile.adaptive_limiter(limit)}]
+    strategy = [{"pattern": pattern, "params": profile.adaptive_limiters[pattern](limit)}]
     instance = fresh_instance("adaptive-limiter")
     _slow(proxy, fast_ms)
     refusals_while(url, proxy, strategy, limit, instance, 1.5)             # the baseline: fast responses

@@ -25,8 +25,8 @@ class Profile:
     # the patterns beyond retry and breaker (pattern_checks.py), where the library has them
     timeout: Callable[[int], dict] | None = None                          # (ms)
     bulkhead: Callable[[int], dict] | None = None                         # (concurrent calls), no wait
-    # (initial = most concurrent calls): a limit that adapts within 1..initial, over windows of ~20 ms
-    adaptive_limiter: Callable[[int], dict] | None = None
+    # pattern -> (initial = most concurrent calls): a limit that adapts within 1..initial, over short windows
+    adaptive_limiters: dict[str, Callable[[int], dict]] | None = None
     adaptive_throttler: Callable[[int], dict] | None = None               # (failure rate threshold, %)
     retry_budget: Callable[[int, int, int], dict] | None = None           # (attempts, max rate %, floor)
     rate_limiter: Callable[[int, int, int], dict] | None = None           # (permits, period ms, wait ms)
@@ -118,8 +118,8 @@ FAILSAFE = Profile(
     breaker=lambda n, ms: {"failureThreshold": n, "delay": ms, "successThreshold": 1},
     timeout=lambda ms: {"timeout": ms},
     bulkhead=lambda n: {"maxConcurrency": n, "maxWaitTime": 0},
-    adaptive_limiter=lambda n: {"minLimit": 1, "maxLimit": n, "initialLimit": n, "recentWindowMin": 20,
-                                "recentWindowMinSamples": 5},
+    adaptive_limiters={"adaptive_limiter": lambda n: {"minLimit": 1, "maxLimit": n, "initialLimit": n,
+                                                      "recentWindowMin": 20, "recentWindowMinSamples": 5}},
     adaptive_throttler=lambda percent: {"failureRateThreshold": percent, "thresholdingPeriod": 60_000},
     retry_budget=lambda n, rate, floor: {"maxAttempts": n, "budgetMaxRate": rate, "budgetMinConcurrency": floor},
     rate_limiter=lambda n, ms, wait: {"limiter": "BURSTY", "maxExecutions": n, "period": ms, "maxWaitTime": wait},
@@ -144,4 +144,19 @@ BACKOFF = Profile(
     exponential_waits=_float_waits,
 )
 
-PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J, COCKATIEL, OPOSSUM, FAILSAFE, GOBREAKER, BACKOFF)}
+# Netflix concurrency-limits in the JVM service: each Limit algorithm within 1..n, starting at n (the
+# limits move at every sample); AIMD backs off on a sample slower than 100 ms. Vegas takes its no-load
+# RTT again from one sample every probeMultiplier x limit samples (30 x 16 x 0.5-1 by default: the
+# check's fast phase ends near one), and then takes the slow responses for the norm and its limit
+# climbs back: a probe beyond the check's calls leaves the fall to be seen.
+CONCURRENCY_LIMITS = Profile(
+    "concurrency_limits", "resilience4j", "concurrency_limits", ("baseline", "vegas", "gradient2", "aimd"),
+    adaptive_limiters={
+        "vegas": lambda n: {"initialLimit": n, "maxConcurrency": n, "probeMultiplier": 1000},
+        "gradient2": lambda n: {"initialLimit": n, "minLimit": 1, "maxConcurrency": n},
+        "aimd": lambda n: {"initialLimit": n, "minLimit": 1, "maxLimit": n, "timeout": 100},
+    },
+)
+
+PROFILES = {p.name: p for p in (TENACITY, PYBREAKER, RESILIENCE4J, COCKATIEL, OPOSSUM, FAILSAFE, GOBREAKER, BACKOFF,
+                                CONCURRENCY_LIMITS)}

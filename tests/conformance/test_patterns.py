@@ -13,7 +13,11 @@ from .wrong_clients import rewriting_client
 
 TIMEOUT = selected_profiles("timeout")
 BULKHEAD = selected_profiles("bulkhead")
-ADAPTIVE_LIMITER = selected_profiles("adaptive_limiter")
+ADAPTIVE_LIMITER = [(profile, pattern) for profile in selected_profiles("adaptive_limiters")
+                    for pattern in profile.adaptive_limiters]
+ADAPTIVE_LIMITER_IDS = [f"{profile.name}-{pattern}" for profile, pattern in ADAPTIVE_LIMITER]
+# a client that pins the limit: its least taken from the initial limit, or (Vegas has no least) no smoothing
+PINNED = {"vegas": {"smoothing": 0}}
 ADAPTIVE_THROTTLER = selected_profiles("adaptive_throttler")
 RETRY_BUDGET = selected_profiles("retry_budget")
 RATE_LIMITER = selected_profiles("rate_limiter")
@@ -95,21 +99,23 @@ def test_a_client_that_admits_one_more_fails_conformance(client_url, start_proxy
             checks.check_bulkhead_admits_at_most_its_limit(url, start_proxy(), profile)
 
 
-@pytest.mark.parametrize("profile", ADAPTIVE_LIMITER, ids=ids(ADAPTIVE_LIMITER))
-def test_adaptive_limiter_lowers_its_limit_when_latency_rises(client_url, start_proxy, profile):
-    checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(client_url(profile), start_proxy(), profile)
+@pytest.mark.parametrize(("profile", "pattern"), ADAPTIVE_LIMITER, ids=ADAPTIVE_LIMITER_IDS)
+def test_adaptive_limiter_lowers_its_limit_when_latency_rises(client_url, start_proxy, profile, pattern):
+    checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(client_url(profile), start_proxy(), profile,
+                                                                      pattern)
 
 
-@pytest.mark.parametrize("profile", ADAPTIVE_LIMITER, ids=ids(ADAPTIVE_LIMITER))
-def test_a_client_that_takes_the_initial_limit_for_the_least_fails_conformance(client_url, start_proxy, profile):
-    """WithLimits(min, max, initial) given its arguments in another order: the limit cannot fall."""
-    def fixed(pattern: str, params: dict) -> dict:
-        if pattern == "adaptive_limiter":
-            params["minLimit"] = params["initialLimit"]
+@pytest.mark.parametrize(("profile", "pattern"), ADAPTIVE_LIMITER, ids=ADAPTIVE_LIMITER_IDS)
+def test_a_client_that_pins_the_limit_fails_conformance(client_url, start_proxy, profile, pattern):
+    """WithLimits(min, max, initial) (or a builder's minLimit) given the initial limit as the least, or
+    Vegas's smoothing taken as 0: the limit cannot fall."""
+    def pinned(step: str, params: dict) -> dict:
+        if step == pattern:
+            params.update(PINNED.get(pattern) or {"minLimit": params["initialLimit"]})
         return params
-    with mismapped_client(client_url(profile), fixed) as url:
+    with mismapped_client(client_url(profile), pinned) as url:
         with pytest.raises(AssertionError, match="its limit did not fall"):
-            checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(url, start_proxy(), profile)
+            checks.check_adaptive_limiter_lowers_its_limit_when_latency_rises(url, start_proxy(), profile, pattern)
 
 
 @pytest.mark.parametrize("profile", ADAPTIVE_THROTTLER, ids=ids(ADAPTIVE_THROTTLER))

@@ -38,7 +38,7 @@ from ...targets.compose.sidecars import host_sidecar, upstream_of
 from ...targets.compose.target_replicas import (ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port,
                                                 save_endpoint_stats)
 from ...targets.envoy_binary import ENVOY_WHEEL_VERSION
-from ..net import HOST, free_port, reported_version
+from ..net import HOST, free_port, reported_limit, reported_version
 from .builds import build_images
 
 NETWORKS = ("bridge", "host")
@@ -348,8 +348,10 @@ class DockerServices:
     def client_queue(self, library: str) -> int | None:
         return self._ask_sidecar(library, Sidecar.active_requests) if library in self.sidecars else None
 
-    def client_limit(self, library: str) -> int | None:
-        return self._ask_sidecar(library, Sidecar.concurrency_limit) if library in self.sidecars else None
+    def client_limit(self, library: str, instance: str) -> int | None:
+        if library in self.sidecars:
+            return self._ask_sidecar(library, Sidecar.concurrency_limit)
+        return reported_limit(*self.client_address(library), instance)
 
     def hop_counters(self) -> dict | None:
         return None                           # topologies run on the local backend only (backend_choice.py)

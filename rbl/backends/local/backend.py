@@ -42,7 +42,7 @@ from ...runner.liveness import ServicesLost, process_problem
 from ...runner.notices import BuildNotice
 from ...targets.client_builds import BUILT_CLIENTS, RECIPES, client_artifact, client_command, client_jar
 from ...targets.envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary, envoy_version
-from ..net import HOST, free_port, reported_version
+from ..net import HOST, free_port, reported_limit, reported_version
 from ...mesh.sidecar import Sidecar, SidecarError
 from ...mesh.sidecar_config import SidecarAddresses
 from .cpu_budget import CpuBudget, budget_name, create_budget
@@ -326,8 +326,7 @@ class LocalServices:
         elif kind == "python":
             argv = [sys.executable, "-m", "rbl.clients.python.service", "--library", library]
         elif kind in RECIPES and given is not None:
-            argv = client_command(kind, given)
-            argv += [] if kind == "resilience4j" else ["--library", library]   # one service, several libraries
+            argv = client_command(kind, given) + ["--library", library]   # one service, several libraries
         elif given is not None:
             argv = [str(given)]           # a client service of a kind rbl does not ship, given with --client-bin
         else:
@@ -376,8 +375,10 @@ class LocalServices:
     def client_queue(self, library: str) -> int | None:
         return self._ask_sidecar(library, Sidecar.active_requests) if library in self.sidecars else None
 
-    def client_limit(self, library: str) -> int | None:
-        return self._ask_sidecar(library, Sidecar.concurrency_limit) if library in self.sidecars else None
+    def client_limit(self, library: str, instance: str) -> int | None:
+        if library in self.sidecars:
+            return self._ask_sidecar(library, Sidecar.concurrency_limit)
+        return reported_limit(HOST, self.clients[library][1], instance)
 
     def hop_counters(self) -> dict | None:
         return self.topology.counters() if self.topology is not None else None

@@ -17,7 +17,7 @@ from ...targets.envoy_binary import INSTALL_ADVICE as ENVOY_ADVICE, envoy_binary
 # libraries each serves (its --library choices).
 LOCAL_CLIENT_SERVICES = {
     "python": tuple(PYTHON_LIBRARIES),
-    "resilience4j": ("resilience4j",),
+    "resilience4j": ("resilience4j", "concurrency_limits"),   # the JVM service
     "node": ("cockatiel", "opossum"),
     "go": ("failsafe", "gobreaker", "backoff"),
     MESH_SERVICE: ("istio",),             # the Python client as a plain HTTP client, behind a sidecar Envoy

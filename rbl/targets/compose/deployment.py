@@ -59,7 +59,7 @@ CLIENT_RECIPES = {
                            ("--library", "{library}", "--listen", "{listen}", "--target", "{target}"),
                            PYTHON_HEALTHCHECK),
     "resilience4j": ClientRecipe("client-resilience4j", "client-resilience4j.Dockerfile", ("maven", "java"),
-                                 ("--listen", "{listen}", "--target", "{target}"),
+                                 ("--library", "{library}", "--listen", "{listen}", "--target", "{target}"),
                                  ("CMD", "java", "-cp", "/opt/rbl/client.jar", "dev.rbl.client.HealthCheck",
                                   "http://127.0.0.1:{port}/health")),
     "node": ClientRecipe("client-node", "client-node.Dockerfile", ("node",),

@@ -233,12 +233,17 @@ func (f *Front) dispatch(req *request, reader *bufio.Reader, conn net.Conn) (int
 			return http.StatusMethodNotAllowed, errorBody("/health takes GET")
 		}
 		return http.StatusOK, f.Service.Health()
+	case "/limits":
+		if req.method != http.MethodGet {
+			return http.StatusMethodNotAllowed, errorBody("/limits takes GET")
+		}
+		return http.StatusOK, f.Service.Limits()
 	case "/run", "/call":
 		if req.method != http.MethodPost {
 			return http.StatusMethodNotAllowed, errorBody(route + " takes POST")
 		}
 	default:
-		return http.StatusNotFound, errorBody("no route " + clip(strconvQuote(route), 60) + "; there are GET /health, POST /run and POST /call")
+		return http.StatusNotFound, errorBody("no route " + clip(strconvQuote(route), 60) + "; there are GET /health, GET /limits, POST /run and POST /call")
 	}
 	value, err := DecodeBody(req.body)
 	var job *Job

@@ -27,6 +27,9 @@ type Instance struct {
 	Wrap   Wrapper
 	Policy failsafe.Policy[any]
 	Hedges bool // the policy runs attempts of one call at once (a HedgePolicy)
+	// Limit reads a concurrency limit the policy moves itself (an adaptive limiter): the limit now
+	// and the executions in flight. nil for every other pattern.
+	Limit func() (limit int, inflight int)
 }
 
 // Builder builds a pattern instance from library-native parameters (a JobError when they are wrong).
@@ -75,6 +78,8 @@ type Service struct {
 type sharedEntry struct {
 	key      string
 	instance *Instance
+	job      string // the jobs' instance name (their "instance")
+	pattern  string
 }
 
 func NewService(library string, host string, port int) (*Service, error) {
@@ -89,6 +94,23 @@ func NewService(library string, host string, port int) (*Service, error) {
 func (s *Service) Health() map[string]any {
 	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "version": s.Version, "patterns": s.order,
 		"endpoints": jobRoutes}
+}
+
+// Limits reads the limit of every shared instance whose limit adapts (GET /limits): a runner records
+// it over time, as it records the limits its own controllers set.
+func (s *Service) Limits() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limits := []map[string]any{}
+	for element := s.lru.Front(); element != nil; element = element.Next() {
+		entry := element.Value.(*sharedEntry)
+		if entry.instance.Limit != nil {
+			limit, inflight := entry.instance.Limit()
+			limits = append(limits, map[string]any{"instance": entry.job, "pattern": entry.pattern, "limit": limit,
+				"inflight": inflight})
+		}
+	}
+	return map[string]any{"protocol": ProtocolVersion, "library": s.Library, "limits": limits}
 }
 
 func (s *Service) instance(job *Job, position int) (*Instance, error) {
@@ -113,7 +135,7 @@ func (s *Service) instance(job *Job, position int) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.shared[key] = s.lru.PushFront(&sharedEntry{key, instance})
+	s.shared[key] = s.lru.PushFront(&sharedEntry{key, instance, job.Instance, step.Pattern})
 	if s.lru.Len() > sharedInstancesKept {
 		oldest := s.lru.Back()
 		s.lru.Remove(oldest)

@@ -372,7 +372,8 @@ func failsafeAdaptiveLimiter(values map[string]any) (*Instance, error) {
 	if p.has("initialRejectionFactor") {
 		builder = builder.WithQueueing(initialRejection, maxRejection).WithMaxWaitTime(wait)
 	}
-	return &Instance{Policy: builder.Build()}, nil
+	limiter := builder.Build()
+	return &Instance{Policy: limiter, Limit: func() (int, int) { return limiter.Limit(), limiter.Inflight() }}, nil
 }
 
 // adaptivethrottler.NewBuilder(): HandleIf(handled), WithFailureRateThreshold(rate, executionThreshold,

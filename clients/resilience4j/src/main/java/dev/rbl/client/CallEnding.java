@@ -34,7 +34,7 @@ record CallEnding(String rejected, long waitUs, boolean timedOut, boolean fallba
         if (failure instanceof CallNotPermittedException) {
             return "circuit_breaker";
         }
-        if (failure instanceof BulkheadFullException) {
+        if (failure instanceof BulkheadFullException || failure instanceof Limiters.LimitExceeded) {
             return "bulkhead";
         }
         if (failure instanceof RequestNotPermitted) {

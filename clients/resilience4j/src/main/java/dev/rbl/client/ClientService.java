@@ -13,7 +13,7 @@ final class ClientService {
     static final String ONE_CALL_STOP = "calls";      // a /call's stopped_by when its one call ended by itself
     private static final int SHARED_INSTANCES_KEPT = 256;
 
-    final String version;
+    final Library library;
     // the /calls' connections to the target; idle ones kept: protocol.py's MAX_JOBS
     private final TargetConnections calls = new TargetConnections(512);
     // share: client keeps one pattern instance per key across virtual users (least recently used out)
@@ -28,30 +28,55 @@ final class ClientService {
         }
     };
 
-    ClientService(String version) {
-        this.version = version;
+    ClientService(Library library) {
+        this.library = library;
+    }
+
+    /** The reply's opening: protocol, library and its version. */
+    private String opening() {
+        return "{\"protocol\":1,\"library\":" + Json.quote(library.name()) + ",\"version\":"
+                + Json.quote(library.version());
     }
 
     String health() {
-        StringBuilder out = new StringBuilder("{\"protocol\":1,\"library\":\"resilience4j\",\"version\":")
-                .append(Json.quote(version)).append(",\"patterns\":[");
-        for (int i = 0; i < Strategies.PATTERNS.size(); i++) {
-            out.append(i == 0 ? "" : ",").append(Json.quote(Strategies.PATTERNS.get(i)));
+        StringBuilder out = new StringBuilder(opening()).append(",\"patterns\":[");
+        for (int i = 0; i < library.patterns().size(); i++) {
+            out.append(i == 0 ? "" : ",").append(Json.quote(library.patterns().get(i)));
         }
         return out.append("],\"endpoints\":[\"/run\",\"/call\"]}").toString();
+    }
+
+    /** GET /limits: every shared instance whose limit adapts, with its jobs' instance name. */
+    String limits() {
+        StringBuilder out = new StringBuilder(opening()).append(",\"limits\":[");
+        synchronized (shared) {
+            String separator = "";
+            for (Map.Entry<String, Strategies.Decorator> entry : shared.entrySet()) {
+                int[] limit = entry.getValue().limit();
+                if (limit == null) {
+                    continue;
+                }
+                String[] key = entry.getKey().split("\u0000", 4);     // instance, position, pattern, params
+                out.append(separator).append("{\"instance\":").append(Json.quote(key[0])).append(",\"pattern\":")
+                        .append(Json.quote(key[2])).append(",\"limit\":").append(limit[0]).append(",\"inflight\":")
+                        .append(limit[1]).append('}');
+                separator = ",";
+            }
+        }
+        return out.append("]}").toString();
     }
 
     private Strategies.Decorator decorator(Job job, int position) {
         Job.Step step = job.strategy().get(position);
         if (job.share().equals("user")) {
-            return Strategies.build(step.pattern(), step.params());
+            return library.builder().build(step.pattern(), step.params());
         }
         String key = job.instance() + "\u0000" + position + "\u0000" + step.pattern() + "\u0000"
                 + new TreeMap<>(step.params());
         synchronized (shared) {
             Strategies.Decorator decorator = shared.get(key);
             if (decorator == null) {
-                decorator = Strategies.build(step.pattern(), step.params());
+                decorator = library.builder().build(step.pattern(), step.params());
                 shared.put(key, decorator);
             }
             return decorator;
@@ -106,8 +131,7 @@ final class ClientService {
             log.addCutShort(List.of());
         }
         long totalUs = (System.nanoTime() - started) / 1000;
-        return "{\"protocol\":1,\"library\":\"resilience4j\",\"version\":" + Json.quote(version)
-                + ",\"vu\":" + job.vu() + ",\"total_us\":" + totalUs + ",\"stopped_by\":\"" + stoppedBy
+        return opening() + ",\"vu\":" + job.vu() + ",\"total_us\":" + totalUs + ",\"stopped_by\":\"" + stoppedBy
                 + "\",\"calls\":" + log.toJson() + "}";
     }
 

@@ -43,6 +43,9 @@ final class HttpFront {
     interface Routes {
         String health();
 
+        /** GET /limits: the limits shared instances set themselves (clients/protocol.py). */
+        String limits();
+
         Reply run(byte[] body, BooleanSupplier callerGone);
 
         /** POST /call: the job limited to one call. */
@@ -399,7 +402,7 @@ final class HttpFront {
         private Reply dispatch(Request request) {
             String path = request.path().split("\\?", 2)[0];
             String method = switch (path) {
-                case "/health" -> "GET";
+                case "/health", "/limits" -> "GET";
                 case "/run", "/call" -> "POST";
                 default -> null;
             };
@@ -411,6 +414,9 @@ final class HttpFront {
             }
             if (path.equals("/health")) {
                 return new Reply(200, routes.health());
+            }
+            if (path.equals("/limits")) {
+                return new Reply(200, routes.limits());
             }
             try {
                 return path.equals("/run") ? routes.run(request.body(), this::callerGone)

@@ -1,26 +1,26 @@
 package dev.rbl.client;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.net.InetSocketAddress;
 import java.net.URI;
 import java.nio.ByteBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.util.Properties;
+import java.util.List;
 import java.util.function.BooleanSupplier;
 
 /**
- * rbl's Resilience4j client service: rbl client protocol v1 (clients/protocol.py).
- * Usage: java -jar rbl-client-resilience4j.jar --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]
- * (listen default 127.0.0.1:0; --target is the only address jobs may send requests to); prints
- * `listening PORT` once bound.
+ * rbl's JVM client service: rbl client protocol v1 (clients/protocol.py), over Resilience4j or Netflix
+ * concurrency-limits. Usage: java -jar rbl-client-resilience4j.jar [--library NAME] --target HOST:PORT
+ * [--listen HOST:PORT] [--max-jobs N] (library default resilience4j; listen default 127.0.0.1:0;
+ * --target is the only address jobs may send requests to); prints `listening PORT` once bound.
  */
 public final class Main {
     static final int MAX_JOBS = 512;
     private static final String USAGE =
-            "usage: java -jar rbl-client-resilience4j.jar --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]";
+            "usage: java -jar rbl-client-resilience4j.jar [--library " + String.join("|", Library.NAMES)
+                    + "] --target HOST:PORT [--listen HOST:PORT] [--max-jobs N]";
 
     private Main() {
     }
@@ -33,12 +33,14 @@ public final class Main {
         System.setProperty("sun.net.httpserver.nodelay", "true");
         String listen = "127.0.0.1:0";
         String target = null;
+        String libraryName = "resilience4j";
         int maxJobs = MAX_JOBS;
         try {
             for (int i = 0; i < args.length; i++) {
                 switch (args[i]) {
                     case "--listen" -> listen = args[++i];
                     case "--target" -> target = args[++i];
+                    case "--library" -> libraryName = args[++i];
                     case "--max-jobs" -> maxJobs = Integer.parseInt(args[++i]);
                     default -> throw new IllegalArgumentException(args[i]);
                 }
@@ -48,6 +50,10 @@ public final class Main {
         }
         if (target == null || maxJobs < 1) {
             fail(USAGE);
+        }
+        Library library = Library.named(libraryName);
+        if (library == null) {
+            fail("--library must be one of " + String.join(", ", Library.NAMES) + ", got " + libraryName);
         }
         Job.Address allowed = null;
         try {
@@ -59,12 +65,17 @@ public final class Main {
         String host = colon > 0 ? listen.substring(0, colon) : "127.0.0.1";
         int port = Integer.parseInt(listen.substring(colon + 1));
 
-        ClientService service = new ClientService(resilience4jVersion());
+        ClientService service = new ClientService(library);
         Job.Address only = allowed;
         HttpFront front = new HttpFront(new InetSocketAddress(host, port), maxJobs, new HttpFront.Routes() {
             @Override
             public String health() {
                 return service.health();
+            }
+
+            @Override
+            public String limits() {
+                return service.limits();
             }
 
             @Override
@@ -90,20 +101,20 @@ public final class Main {
 
     /**
      * Runs a few jobs of every pattern against this service's own /health before `listening`, as a
-     * POST /run would (JSON, job checks, Resilience4j decorators, reply): without it the first
+     * POST /run would (JSON, job checks, the library's decorators, reply): without it the first
      * jobs paid 0.1-0.5 s of class loading and JIT compilation, measured as time on the target.
      */
     static void warmUpJobs(ClientService service, String host, int port) {
         Job.Address self = new Job.Address(host, port);
-        String[] strategies = {
+        List<String> strategies = service.library.name().equals("resilience4j") ? List.of(
             "[]",
             "[{\"pattern\":\"retry\",\"params\":{\"maxAttempts\":2,\"intervalFunction\":\"FIXED\","
                     + "\"waitDuration\":1}}]",
             "[{\"pattern\":\"circuit_breaker\",\"params\":{\"slidingWindowSize\":10,\"minimumNumberOfCalls\":10}}]",
             "[{\"pattern\":\"fallback\"},{\"pattern\":\"timeout\",\"params\":{\"timeoutDuration\":1000}},"
                     + "{\"pattern\":\"bulkhead\",\"params\":{\"maxWaitDuration\":10}},"
-                    + "{\"pattern\":\"rate_limiter\",\"params\":{\"limitForPeriod\":1000}}]",
-        };
+                    + "{\"pattern\":\"rate_limiter\",\"params\":{\"limitForPeriod\":1000}}]")
+            : service.library.patterns().stream().map(p -> "[{\"pattern\":\"" + p + "\"}]").toList();
         String authority = host.contains(":") ? "[" + host + "]" : host;
         for (int round = 0; round < 2; round++) {
             for (String strategy : strategies) {
@@ -131,15 +142,5 @@ public final class Main {
         } catch (CharacterCodingException e) {
             throw new JobError("the body is not UTF-8: " + e);
         }
-    }
-
-    static String resilience4jVersion() {
-        Properties properties = new Properties();
-        try (InputStream in = Main.class.getResourceAsStream("/rbl-client.properties")) {
-            properties.load(in);
-        } catch (IOException | NullPointerException e) {
-            return "unknown";
-        }
-        return properties.getProperty("resilience4j.version", "unknown");
     }
 }

@@ -18,11 +18,17 @@ final class Params {
     static final double MAX_FACTOR = 1e9;
     static final int MAX_WINDOW = 100_000;
 
+    private final String library;
     private final String pattern;
     private final Map<String, Object> values;
     private final Set<String> read = new HashSet<>();
 
     Params(String pattern, Map<String, Object> values) {
+        this("resilience4j", pattern, values);
+    }
+
+    Params(String library, String pattern, Map<String, Object> values) {
+        this.library = library;
         this.pattern = pattern;
         this.values = values;
     }
@@ -82,6 +88,11 @@ final class Params {
         return values.get(name) == null ? null : millis(name, 0);
     }
 
+    /** A count within a window's bound, or null when not given. */
+    Integer optionalWindow(String name) {
+        return values.get(name) == null ? null : window(name, 0);
+    }
+
     double number(String name, double fallback) {
         Object value = take(name);
         if (value == null) {
@@ -124,7 +135,7 @@ final class Params {
     void requireAllRead() {
         for (String name : values.keySet()) {
             if (!read.contains(name)) {
-                throw new JobError("resilience4j " + pattern + " has no parameter `" + name + "`; it has "
+                throw new JobError(library + " " + pattern + " has no parameter `" + name + "`; it has "
                         + (read.isEmpty() ? "none" : String.join(", ", read)));
             }
         }

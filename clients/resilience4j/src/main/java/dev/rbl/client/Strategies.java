@@ -51,6 +51,11 @@ final class Strategies {
         /** Lets go of what the instance holds beyond its job's calls (a breaker's scheduled move). */
         default void close() {
         }
+
+        /** A limit the instance moves itself: {limit, in flight} now; null for a fixed pattern. */
+        default int[] limit() {
+            return null;
+        }
     }
 
     static final List<String> PATTERNS = List.of("baseline", "retry", "circuit_breaker", "timeout", "bulkhead",

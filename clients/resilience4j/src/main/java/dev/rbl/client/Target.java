@@ -24,8 +24,11 @@ import java.util.List;
 final class Target {
     /** A request that did not get a 2xx (status 0: connection error): the call failed. */
     static final class RequestFailed extends Exception {
+        final int status;
+
         RequestFailed(int status) {
             super("target answered " + status, null, false, false);
+            this.status = status;
         }
     }
 
