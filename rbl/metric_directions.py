@@ -38,6 +38,7 @@ OPEN_LOOP_OBJECTIVES = {
     "carriedThroughput": "share", "successShare": "share", "failedShare": "share", "timedOutShare": "share",
     "rejectedShare": "share", "circuitBrokenShare": "share", "p95UnderSloShare": "share",
     "carriedRate": "number", "successP50Ms": "ms", "successP95Ms": "ms", "successP99Ms": "ms",
+    "windowP50Ms": "ms", "windowP95Ms": "ms",
 }
 # What "better" means where a spec says nothing: the seed paper's total time per virtual user, and
 # for load the generator sends, the share of the offered requests carried.

@@ -73,6 +73,11 @@ def test_a_rounds_row_holds_its_metrics_and_checks_the_proxy_saw_the_calls_reque
     facts = {"startTime": "t0", "endTime": "t1", "capacityRps": None, "warmup": False}
     row = open_round_row(SCENARIO, 1, requests, {"downstream_rq_total": 5}, None, facts, rounds_in_run=1)
     assert row_problem(row, {SCENARIO["id"]: 1}, 1) is None          # a valid row of the run
+    # a row written before the windowed RT50/RT95 existed is still a row; a wrong value in them is not
+    older = {key: value for key, value in row.items() if key not in ("windowP50Ms", "windowP95Ms")}
+    assert row_problem(older, {SCENARIO["id"]: 1}, 1) is None
+    assert "windowP95Ms" in row_problem({**row, "windowP95Ms": "slow"}, {SCENARIO["id"]: 1}, 1)
+    assert "offeredRate" in row_problem({k: v for k, v in row.items() if k != "offeredRate"}, {SCENARIO["id"]: 1}, 1)
     assert (row["offeredRequests"], row["successShare"], row["failedShare"], row["rejectedShare"]) == (3, 1 / 3,
                                                                                                      1 / 3, 1 / 3)
     assert row["proxyRequests"] == 5 and row["oracleViolations"] == []   # 1 + 2 + 2 + 0 requests, warm-up included

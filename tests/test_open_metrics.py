@@ -52,6 +52,9 @@ def test_metrics_of_a_small_round_match_a_hand_computation():
     # lags 0, 0, 0, 1, 2, 4, 10: position 5.94 -> 4 + 0.94 * 6
     assert m["lagP99Ms"] == pytest.approx(9.64)
     assert m["requestsPerCall"] == pytest.approx(8 / 6)                        # the mesh row (null) left out
+    # RT50 and RT95 per window, averaged: [1, 6) has successes 20 and 40 (p50 30, p95 39), [6, 11)
+    # one of 200 (both 200)
+    assert (m["windowP50Ms"], m["windowP95Ms"]) == pytest.approx(((30 + 200) / 2, (39 + 200) / 2))
 
 
 def test_shares_sum_to_one_and_an_unknown_class_counts_as_failed():
@@ -114,6 +117,7 @@ def test_no_success_gives_no_latency_percentiles():
     rows = [r for r in ROWS if r[5] != "success"]
     m = open_loop_metrics(table(rows), measured_s=10.0)
     assert m["successP50Ms"] is None and m["successP99Ms"] is None and m["carriedThroughput"] == 0.0
+    assert m["windowP50Ms"] is None and m["windowP95Ms"] is None
     assert m["p95UnderSloShare"] == 0.0
 
 
@@ -260,3 +264,17 @@ def test_the_report_of_a_run_with_a_bad_round_file_is_a_usage_error(tmp_path, cl
     code, out, err = cli("report", str(run), "--resamples", "100")
     assert code == 2 and "Traceback" not in out + err
     assert "round-1.parquet is not a round's requests: a scheduled_s is not a time" in " ".join((out + err).split())
+
+
+def test_windowed_rt50_and_rt95_are_each_windows_percentiles_averaged():
+    rng = random.Random(7)
+    rows = [(i, rng.uniform(0, 20), 0.0, rng.uniform(1, 300), 200, rng.choice(["success", "success", "failed"]), 1,
+             "", False) for i in range(400)]
+    m = open_loop_metrics(table(rows), window_s=3.0, measured_s=20.0, start_s=0.0)
+    by_window: dict[int, list[float]] = {}
+    for row in rows:
+        if row[5] == "success":
+            by_window.setdefault(min(int(row[1] // 3.0), 6), []).append(row[3])
+    assert len(by_window) == 7
+    expected = [np.mean([np.quantile(v, q) for v in by_window.values()]) for q in (0.5, 0.95)]
+    assert (m["windowP50Ms"], m["windowP95Ms"]) == pytest.approx(expected, abs=1e-3)

@@ -19,6 +19,7 @@ from ..store.run_checks import manifest_problem
 from ..store.metrics import (CHAIN_COLUMNS, LATENCY_COLUMNS, METRIC_COLUMNS, PATTERN_COLUMNS, RESPONSE_CLASS_COLUMNS,
                              SIDECAR_COLUMNS, SPIN_FREE_COLUMNS)
 from ..store.open_columns import OPEN_LOOP_COLUMNS
+from ..store.controllers import CONTROLLERS
 from ..store.hops import HOPS
 from ..store.requests import REQUESTS
 from .design_notes import design_notes, spin_dependent
@@ -35,6 +36,8 @@ KNOWN_METRICS = (*METRIC_COLUMNS, *LATENCY_COLUMNS, *SPIN_FREE_COLUMNS, *RESPONS
                  *OPEN_LOOP_COLUMNS)
 MESH_DEFAULT_METRICS = ("circuitBrokenRequests", "sidecarRetries")    # what a mesh policy did, beside the paper's
 OPEN_LOOP_DEFAULT_METRICS = ("carriedThroughput", "successP99Ms", "p95UnderSloShare")   # the overload papers'
+# beside them, for a run with controllers or adaptive limits: the adaptive mesh papers' own comparison
+ADAPTIVE_DEFAULT_METRICS = ("circuitBrokenShare", "timedOutShare", "windowP50Ms", "windowP95Ms")
 
 
 @dataclass
@@ -329,10 +332,14 @@ def _manifest(path: Path, console: Console) -> dict:
 def _default_metrics(run_dir: Path) -> list[str]:
     """The paper's two, and for a plan with mesh clients what their sidecars refused and retried; for
     an open-loop run (per-request records), the overload metrics, with the paper's only when some
-    scenario is closed-loop; for a run along a topology's chain, the CPU it wasted too."""
+    scenario is closed-loop, and with controllers or adaptive limits (controllers.jsonl) the adaptive
+    papers' refused and timed-out shares and windowed RT50/RT95; for a run along a topology's chain,
+    the CPU it wasted too."""
     chain = ["chainWastedCpuSeconds"] if (run_dir / HOPS).is_file() else []
     if (run_dir / REQUESTS).is_dir():
-        return [*(DEFAULT_METRICS if _has_closed_loop(run_dir) else ()), *OPEN_LOOP_DEFAULT_METRICS, *chain]
+        adaptive = ADAPTIVE_DEFAULT_METRICS if (run_dir / CONTROLLERS).is_file() else ()
+        return [*(DEFAULT_METRICS if _has_closed_loop(run_dir) else ()), *OPEN_LOOP_DEFAULT_METRICS, *adaptive,
+                *chain]
     try:
         clients = json.loads((run_dir / "plan.json").read_text(encoding="utf-8")).get("clients", [])
         mesh = any(isinstance(c, dict) and client_kind(c) is ClientKind.MESH for c in clients)

@@ -29,6 +29,8 @@ METRIC_TITLES = {
     "successP95Ms": "p95 of successful response time (ms)",
     "successP50Ms": "median successful response time (ms)",
     "p95UnderSloShare": "share of windows with p95 under the SLO",
+    "windowP50Ms": "RT50: windows' median successful response time, averaged (ms)",
+    "windowP95Ms": "RT95: windows' p95 of successful response time, averaged (ms)",
     # a topology's round along its chain (rbl/store/metrics.py CHAIN_COLUMNS)
     "chainAmplification": "requests along the chain per entry request",
     "chainRefusedCalls": "calls refused along the chain (UO)",

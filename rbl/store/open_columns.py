@@ -9,4 +9,6 @@ SHARE_COLUMNS = {"success": "successShare", "failed": "failedShare", "circuit_br
                  "timed_out": "timedOutShare", "rejected": "rejectedShare"}
 OPEN_LOOP_COLUMNS = ("offeredRequests", "measuredSeconds", "offeredRate", "carriedRate", "carriedThroughput",
                      *SHARE_COLUMNS.values(), "successP50Ms", "successP95Ms", "successP99Ms", "p95UnderSloShare",
-                     "lagP99Ms", "requestsPerCall")
+                     "lagP99Ms", "requestsPerCall", "windowP50Ms", "windowP95Ms")
+# columns added after runs were written without them: such a run's rows lack them (read as unmeasured)
+ADDED_LATER = frozenset({"windowP50Ms", "windowP95Ms"})

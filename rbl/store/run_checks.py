@@ -6,7 +6,7 @@ import math
 import re
 
 from .metrics import LATENCY_COLUMNS, METRIC_COLUMNS
-from .open_columns import OPEN_LOOP_COLUMNS
+from .open_columns import ADDED_LATER, OPEN_LOOP_COLUMNS
 from .shards import MAX_SHARDS
 
 FAULT_KINDS = ("abort", "delay")
@@ -84,7 +84,7 @@ def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not a row object"
     open_loop = "offeredRequests" in row
-    missing = [key for key in (OPEN_LOOP_ROW_KEYS if open_loop else ROW_KEYS) if key not in row]
+    missing = [key for key in (OPEN_LOOP_ROW_KEYS if open_loop else ROW_KEYS) if key not in row and key not in ADDED_LATER]
     if missing:
         return f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"
     if not isinstance(row["scenarioId"], str) or row["scenarioId"] not in users_of:
@@ -99,7 +99,7 @@ def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
     if not isinstance(row["config"], dict):
         return "its config is not an object"
     for key in (*(OPEN_LOOP_COLUMNS if open_loop else (*METRIC_COLUMNS, *LATENCY_COLUMNS)), "faultRateApplied"):
-        if row[key] is not None and not (is_number(row[key]) and abs(row[key]) <= METRIC_LIMIT):
+        if row.get(key) is not None and not (is_number(row[key]) and abs(row[key]) <= METRIC_LIMIT):
             return f"its {key} is not a number" + (f" up to {METRIC_LIMIT:.0e}" if is_number(row[key]) else "")
     return None
 
