@@ -63,5 +63,6 @@ def reported_limit(host: str, port: int, instance: str) -> int | None:
             limits = json.load(response).get("limits")
     except (OSError, ValueError, AttributeError):
         return None
-    found = [entry.get("limit") for entry in limits or () if isinstance(entry, dict) and entry.get("instance") == instance]
-    return found[0] if found and type(found[0]) is int else None
+    found = [entry.get("limit") for entry in limits or ()
+             if isinstance(entry, dict) and entry.get("instance") == instance]
+    return found[0] if found and type(found[0]) is int else None      # not a bool, not a float

@@ -84,7 +84,8 @@ def row_problem(row, users_of: dict[str, int], rounds: int) -> str | None:
     if not isinstance(row, dict):
         return f"a JSON {type(row).__name__}, not a row object"
     open_loop = "offeredRequests" in row
-    missing = [key for key in (OPEN_LOOP_ROW_KEYS if open_loop else ROW_KEYS) if key not in row and key not in ADDED_LATER]
+    missing = [key for key in (OPEN_LOOP_ROW_KEYS if open_loop else ROW_KEYS)
+               if key not in row and key not in ADDED_LATER]
     if missing:
         return f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"
     if not isinstance(row["scenarioId"], str) or row["scenarioId"] not in users_of:
