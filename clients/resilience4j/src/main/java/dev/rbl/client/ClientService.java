@@ -17,16 +17,20 @@ final class ClientService {
     // the /calls' connections to the target; idle ones kept: protocol.py's MAX_JOBS
     private final TargetConnections calls = new TargetConnections(512);
     // share: client keeps one pattern instance per key across virtual users (least recently used out)
-    private final Map<String, Strategies.Decorator> shared = new LinkedHashMap<>(16, 0.75f, true) {
+    private final Map<String, Shared> shared = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
-        protected boolean removeEldestEntry(Map.Entry<String, Strategies.Decorator> eldest) {
+        protected boolean removeEldestEntry(Map.Entry<String, Shared> eldest) {
             if (size() <= SHARED_INSTANCES_KEPT) {
                 return false;
             }
-            eldest.getValue().close();
+            eldest.getValue().decorator().close();
             return true;
         }
     };
+
+    /** A shared pattern instance, with the jobs' instance name and the pattern it was built for. */
+    private record Shared(Strategies.Decorator decorator, String instance, String pattern) {
+    }
 
     ClientService(Library library) {
         this.library = library;
@@ -51,15 +55,14 @@ final class ClientService {
         StringBuilder out = new StringBuilder(opening()).append(",\"limits\":[");
         synchronized (shared) {
             String separator = "";
-            for (Map.Entry<String, Strategies.Decorator> entry : shared.entrySet()) {
-                int[] limit = entry.getValue().limit();
+            for (Shared entry : shared.values()) {
+                int[] limit = entry.decorator().limit();
                 if (limit == null) {
                     continue;
                 }
-                String[] key = entry.getKey().split("\u0000", 4);     // instance, position, pattern, params
-                out.append(separator).append("{\"instance\":").append(Json.quote(key[0])).append(",\"pattern\":")
-                        .append(Json.quote(key[2])).append(",\"limit\":").append(limit[0]).append(",\"inflight\":")
-                        .append(limit[1]).append('}');
+                out.append(separator).append("{\"instance\":").append(Json.quote(entry.instance()))
+                        .append(",\"pattern\":").append(Json.quote(entry.pattern())).append(",\"limit\":")
+                        .append(limit[0]).append(",\"inflight\":").append(limit[1]).append('}');
                 separator = ",";
             }
         }
@@ -74,12 +77,13 @@ final class ClientService {
         String key = job.instance() + "\u0000" + position + "\u0000" + step.pattern() + "\u0000"
                 + new TreeMap<>(step.params());
         synchronized (shared) {
-            Strategies.Decorator decorator = shared.get(key);
-            if (decorator == null) {
-                decorator = library.builder().build(step.pattern(), step.params());
-                shared.put(key, decorator);
+            Shared entry = shared.get(key);
+            if (entry == null) {
+                entry = new Shared(library.builder().build(step.pattern(), step.params()), job.instance(),
+                        step.pattern());
+                shared.put(key, entry);
             }
-            return decorator;
+            return entry.decorator();
         }
     }
 

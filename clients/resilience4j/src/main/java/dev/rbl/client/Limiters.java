@@ -98,20 +98,18 @@ final class Limiters {
 
     /** VegasLimit: alpha and beta fixed when given, else the library's 3 and 6 x log10(limit). */
     static Limit vegas(Params p) {
-        int initialLimit = p.window("initialLimit", 20);
-        int maxConcurrency = p.window("maxConcurrency", 1000);
+        Bounds limits = bounds(p, false, "maxConcurrency", 1000);
         double smoothing = p.number("smoothing", 1.0);
         Integer alpha = p.optionalWindow("alpha");
         Integer beta = p.optionalWindow("beta");
         int probeMultiplier = p.window("probeMultiplier", 30);
-        requireLimits(1, initialLimit, maxConcurrency, "maxConcurrency");
         if (smoothing > 1) {
             throw new JobError("vegas `smoothing` must be at most 1, got " + smoothing);
         }
         if (probeMultiplier < 1) {
             throw new JobError("vegas `probeMultiplier` must be at least 1, got " + probeMultiplier);
         }
-        VegasLimit.Builder builder = VegasLimit.newBuilder().initialLimit(initialLimit).maxConcurrency(maxConcurrency)
+        VegasLimit.Builder builder = VegasLimit.newBuilder().initialLimit(limits.initial()).maxConcurrency(limits.max())
                 .smoothing(smoothing).probeMultiplier(probeMultiplier);
         if (alpha != null) {
             builder.alpha(alpha);
@@ -123,44 +121,47 @@ final class Limiters {
     }
 
     static Limit gradient2(Params p) {
-        int initialLimit = p.window("initialLimit", 20);
-        int minLimit = p.window("minLimit", 20);
-        int maxConcurrency = p.window("maxConcurrency", 200);
+        Bounds limits = bounds(p, true, "maxConcurrency", 200);
         double smoothing = p.number("smoothing", 0.2);
         int queueSize = p.window("queueSize", 4);
         int longWindow = p.window("longWindow", 600);
         double rttTolerance = p.number("rttTolerance", 1.5);
-        requireLimits(minLimit, initialLimit, maxConcurrency, "maxConcurrency");
         if (smoothing > 1 || longWindow < 1) {
             throw new JobError("gradient2 `smoothing` must be at most 1 and `longWindow` at least 1");
         }
-        return Gradient2Limit.newBuilder().initialLimit(initialLimit).minLimit(minLimit)
-                .maxConcurrency(maxConcurrency).smoothing(smoothing).queueSize(queueSize).longWindow(longWindow)
+        return Gradient2Limit.newBuilder().initialLimit(limits.initial()).minLimit(limits.min())
+                .maxConcurrency(limits.max()).smoothing(smoothing).queueSize(queueSize).longWindow(longWindow)
                 .rttTolerance(rttTolerance)            // the library refuses under 1.0
                 .build();
     }
 
     static Limit aimd(Params p) {
-        int initialLimit = p.window("initialLimit", 20);
-        int minLimit = p.window("minLimit", 20);
-        int maxLimit = p.window("maxLimit", 200);
+        Bounds limits = bounds(p, true, "maxLimit", 200);
         double backoffRatio = p.number("backoffRatio", 0.9);
         long timeout = p.millis("timeout", 5000);
-        requireLimits(minLimit, initialLimit, maxLimit, "maxLimit");
-        return AIMDLimit.newBuilder().initialLimit(initialLimit).minLimit(minLimit).maxLimit(maxLimit)
+        return AIMDLimit.newBuilder().initialLimit(limits.initial()).minLimit(limits.min()).maxLimit(limits.max())
                 .backoffRatio(backoffRatio)            // the library refuses outside [0.5, 1)
                 .timeout(timeout, TimeUnit.MILLISECONDS)  // and a timeout of 0
                 .build();
     }
 
+    /** A limit's bounds as an algorithm's builder takes them (min 1 where it has no minLimit). */
+    private record Bounds(int min, int initial, int max) {
+    }
+
     /**
-     * The library only logs a warning when the initial limit is outside its bounds, and the limit
+     * initialLimit (20 in every builder), minLimit (20) where the algorithm has one, and its maximum.
+     * The library only logs a warning when the initial limit is outside the bounds, and the limit
      * then jumps inside them at the first sample: rbl refuses it, as `rbl check` does.
      */
-    private static void requireLimits(int min, int initial, int max, String maxName) {
+    private static Bounds bounds(Params p, boolean hasMin, String maxName, int maxDefault) {
+        int initial = p.window("initialLimit", 20);
+        int min = hasMin ? p.window("minLimit", 20) : 1;
+        int max = p.window(maxName, maxDefault);
         if (initial < 1 || min < 1 || !(min <= initial && initial <= max)) {
-            throw new JobError("`initialLimit` must lie between " + (min == 1 ? "1" : "`minLimit`") + " and `"
+            throw new JobError("`initialLimit` must lie between " + (hasMin ? "`minLimit`" : "1") + " and `"
                     + maxName + "` (at least 1), got " + min + " <= " + initial + " <= " + max);
         }
+        return new Bounds(min, initial, max);
     }
 }
