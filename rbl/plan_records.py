@@ -14,6 +14,9 @@ from typing import Any, Mapping
 
 LOAD_KEY = "load"              # a scenario's load record; in a plan's header, the load's settings
 MESH_SERVICE = "mesh"          # the catalogue's `client` of a library enforced by a sidecar (Istio)
+# The calls a client service may hold at once under open-loop load: the load generator's
+# connections at most (runner/load_generator.py), whichever backend starts the client.
+OPEN_LOOP_CONNECTIONS = 2048
 
 
 # What one open-loop round may ask for, checked where each is decided: by the compiler (located

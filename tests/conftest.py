@@ -101,5 +101,5 @@ def vu_row(scenario: dict, round_number: int, client: dict, counters: dict, obse
     from rbl.runner.round import Counters, RoundSetup
     from rbl.plan_records import client_kind, load_of
     setup = RoundSetup(scenario, round_number, client, client_kind(client), load_of(scenario), "http://127.0.0.1:9/",
-                       ("127.0.0.1", 9), "test", warmup)
+                       ("127.0.0.1", 9), "", "test", warmup)
     return user_row(setup, Counters(counters, sidecar), observation, started, ended)

@@ -121,24 +121,25 @@ def test_the_runner_image_context_holds_every_client_where_the_pods_rbl_looks(tm
     assert done.returncode == 0, done.stderr
     context = tmp_path / "k" / "kubernetes" / "image"
     dockerfile = (context / "Dockerfile").read_text()
-    assert 'LABEL dev.rbl.runner.clients="python,mesh,resilience4j,node,go"' in dockerfile
+    assert 'LABEL dev.rbl.runner.clients="python,mesh,resilience4j,node,go,loadgen"' in dockerfile
     assert "ARG BASE_IMAGE=" in dockerfile and "mvn" not in dockerfile and "npm ci" not in dockerfile
     job = _documents(tmp_path)["Job"]
-    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == "python,mesh,resilience4j,node,go"
+    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == "python,mesh,resilience4j,node,go,loadgen"
     built = context / "client-cache" / "rbl" / "clients"
-    assert sorted(p.name for p in built.iterdir()) == sorted(cached_artifact(kind).name for kind in BUILT_CLIENTS)
-    for kind in BUILT_CLIENTS:     # the image's sources have the digest its builds are named by
+    held = [*BUILT_CLIENTS, "loadgen"]       # and the open-loop load generator
+    assert sorted(p.name for p in built.iterdir()) == sorted(cached_artifact(kind).name for kind in held)
+    for kind in held:              # the image's sources have the digest its builds are named by
         assert cached_artifact(kind).name.startswith(f"{kind}-{sources_digest(context / 'clients' / kind, kind)}")
     # the check the image build ends with: every client is found through the image's cache ...
-    kinds = ["python", *BUILT_CLIENTS]
+    kinds = ["python", *held]
     found = run_rbl_module(tmp_path, kinds, context / "client-cache")
-    assert found.returncode == 0 and "holds the client services python, resilience4j, node, go" in found.stdout, \
-        found.stderr
+    assert found.returncode == 0 and "holds the client services python, resilience4j, node, go, loadgen" \
+        in found.stdout, found.stderr
     # ... and a build without them fails, naming each
     (tmp_path / "empty").mkdir()
     lost = run_rbl_module(tmp_path, kinds, tmp_path / "empty")
     assert lost.returncode == 1
-    assert all(f"{kind}: no pre-built client" in lost.stderr for kind in BUILT_CLIENTS), lost.stderr
+    assert all(f"{kind}: no pre-built client" in lost.stderr for kind in held), lost.stderr
 
 
 def run_rbl_module(work: Path, kinds: list[str], cache: Path):

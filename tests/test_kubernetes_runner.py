@@ -102,6 +102,33 @@ def test_a_plan_whose_clients_the_runner_image_lacks_is_refused_before_the_clust
     assert done.returncode == 4 and "does not answer" in done.stderr
 
 
+def test_an_open_loop_plan_needs_a_runner_image_with_the_load_generator(tmp_path):
+    (tmp_path / "open.rbl").write_text(OPEN_LOOP)
+    done = run_rbl("run", "open.rbl", *_unreachable(tmp_path), "--runner-image", "registry.example/runner:1",
+                   "--runner-clients", "python", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "the runner image registry.example/runner:1 holds no load generator (rbl-load)" in done.stderr
+    assert "add loadgen to --runner-clients" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig", "open.rbl"]
+    # rbl's own image holds it: the plan gets as far as the cluster
+    done = run_rbl("run", "open.rbl", *_unreachable(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 4 and "does not answer" in done.stderr, done.stderr
+    done = run_rbl("run", "open.rbl", *_unreachable(tmp_path), "--runner-image", "registry.example/runner:1",
+                   "--runner-clients", "python,loadgen", cwd=tmp_path, timeout=120)
+    assert done.returncode == 4 and "does not answer" in done.stderr, done.stderr
+
+
+OPEN_LOOP = """space openloop {
+  load = open
+  load.rps = 20
+  load.duration = 5s
+  target = "/status/200"
+  client tenacity.baseline {}
+  client tenacity.retry { stop_after_attempt = 2 }
+}
+"""
+
+
 def test_rbls_own_runner_image_holds_every_client_rbl_builds(tmp_path):
     (tmp_path / "mixed.rbl").write_text(MIXED)
     done = run_rbl("run", "mixed.rbl", *_unreachable(tmp_path), cwd=tmp_path, timeout=120)

@@ -81,8 +81,10 @@ def test_the_compose_file_runs_the_client_in_its_sidecar_s_network_namespace(com
     assert sidecar["entrypoint"] == ["envoy"]
     assert sidecar["command"][:2] == ["-c", f"{SIDECAR_DIR_IN_CONTAINER}/envoy.json"]
     assert "--concurrency" in sidecar["command"] and sidecar["command"][sidecar["command"].index("--concurrency") + 1] == "1"
-    # the sidecar owns the namespace: it publishes the client's port and its own admin API, on loopback
-    assert {(p["host_ip"], p["target"]) for p in sidecar["ports"]} == {("127.0.0.1", 8080), ("127.0.0.1", 15000)}
+    # the sidecar owns the namespace: it publishes the client's port, its own admin API and its
+    # listener (where open-loop load from the host enters), on loopback
+    assert {(p["host_ip"], p["target"]) for p in sidecar["ports"]} == {("127.0.0.1", 8080), ("127.0.0.1", 15000),
+                                                                      ("127.0.0.1", 15001)}
     assert client["network_mode"] == "service:sidecar-istio" and not client.get("ports")
     assert client["depends_on"]["sidecar-istio"]["condition"] == "service_healthy"
     assert sidecar["depends_on"]["target"]["condition"] == "service_healthy"

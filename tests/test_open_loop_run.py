@@ -22,6 +22,7 @@ from rbl.plan_records import load_of
 from rbl.store.requests import read_requests
 
 from .conftest import REPO, drawn_svg, run_rbl
+from .pool_rounds import assert_the_paper_s_order, pool_run as run_pool
 
 # Rates as shares of the capacity `rbl run` calibrates (or finds stored) for this target on this
 # machine, so the spikes overload it on a fast machine and a slow one alike (fixed rates left a
@@ -145,42 +146,15 @@ def test_a_cpu_budget_holds_its_processes_to_their_share():
                          f"budget's bound ({bound:.2f} s): too busy to tell whether the budget holds")
 
 
-def _pool_rounds(work: Path, rate: str) -> dict:
-    done = run_rbl("run", str(REPO / "examples" / "overload-pool.rbl"), "-o", f"out-{rate[:-1]}", "--rounds", "1",
-                   "--set", "load.duration = 12s", "--set", "load.warmup = 3s", "--set", f"load.rate = {rate}",
-                   cwd=work, timeout=900, env={"XDG_CACHE_HOME": str(work / "cache")})
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = [json.loads(line) for line in (work / f"out-{rate[:-1]}" / "results.jsonl").read_text().splitlines()]
-    return {r["config"]["http2MaxRequests"]: {**r, "_cache": str(work / "cache"), "_stderr": done.stderr}
-            for r in rows}
-
-
 @pytest.fixture(scope="module")
-def pool_run(tmp_path_factory) -> list[dict]:
-    """examples/overload-pool.rbl small: one 12 s round per limit, at 150% of capacity (the paper's
-    120% leaves too small a queue in 12 s to tell the tails apart reliably on a busy machine). Its
-    own cache: the capacity is calibrated first, as on a machine that never measured it. On a busy
-    machine the capacity measured can be below what the target serves a moment later: when the pool of
-    20 then refused nothing and its tail stayed as short as the pool of 1's (no queue formed, where a
-    limit not enforced would show the long tail of 1024), the rounds run again at 300%."""
-    work = tmp_path_factory.mktemp("pool")
-    rounds = _pool_rounds(work, "150%")
-    assert "calibrating first" in rounds[1]["_stderr"] and (work / "cache" / "rbl" / "capacity.json").is_file()
-    twenty, one = rounds[20], rounds[1]
-    if twenty["circuitBrokenShare"] == 0 and twenty["successP99Ms"] < 2 * one["successP99Ms"]:
-        rounds = _pool_rounds(work, "300%")
-    return rounds
+def pool_run(tmp_path_factory) -> dict[int, dict]:
+    """examples/overload-pool.rbl small on this machine (pool_rounds.py says how)."""
+    return run_pool(tmp_path_factory.mktemp("pool"))
 
 
 def test_the_pool_limits_order_as_the_paper_reports(pool_run):
-    """ICPE '22 Fig. 6: a limit of 1024 lets a queue build (long tails, nothing refused), 20 bounds
-    the tail at the price of refusals, 1 refuses and keeps only the shortest responses."""
-    one, twenty, big = pool_run[1], pool_run[20], pool_run[1024]
-    assert big["circuitBrokenShare"] == 0
-    assert one["circuitBrokenShare"] > 0.05 and twenty["circuitBrokenShare"] > 0.05
-    assert big["successP99Ms"] > 2 * twenty["successP99Ms"]
-    assert twenty["successP99Ms"] > 2 * one["successP99Ms"]
-    assert all(r["oracleViolations"] == [] for r in pool_run.values())
+    """ICPE '22 Fig. 6 (pool_rounds.py: assert_the_paper_s_order)."""
+    assert_the_paper_s_order(pool_run)
 
 
 def test_calibrate_reuses_the_stored_capacity_and_force_is_needed_to_measure_again(pool_run, tmp_path):

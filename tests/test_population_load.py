@@ -140,7 +140,11 @@ def test_a_trace_says_how_many_users_are_active_when(tmp_path: Path):
 
 def test_a_population_on_another_backend_is_refused_naming_the_one_that_runs_it(tmp_path: Path):
     (tmp_path / "spec.rbl").write_text(_space("  load = users\n  load.users = 2\n"))
-    done = run_rbl("run", "spec.rbl", "--backend", "docker", "-o", "run", cwd=tmp_path, timeout=120)
+    done = run_rbl("run", "spec.rbl", "--backend", "kubernetes", "-o", "run", cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "a population of users (`load = users`) runs on the local backend only" in done.stderr, done.stderr
+    assert "a population of users (`load = users`) runs on the local and docker backends" in done.stderr, done.stderr
+    line = next(n for n, text in enumerate((tmp_path / "spec.rbl").read_text().splitlines(), 1)
+                if text.strip().startswith("load ="))
+    assert f"spec.rbl:{line}:3: a population" in done.stderr, done.stderr       # the line that asks for it
+    assert "--backend docker` runs it" in done.stderr, done.stderr
     assert not (tmp_path / "run").exists()

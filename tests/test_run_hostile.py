@@ -97,6 +97,7 @@ class FakeBackend:
     def client_versions(self): return {}
     def target_url(self, path, library=None): return "http://127.0.0.1:9" + path
     def client_address(self, library): return "127.0.0.1", 9
+    def entry_url(self, path, library): return self.target_url(path, library)
     def configure_client(self, library, pattern, config): pass
     def client_counters(self, library): return None
     def hop_counters(self): return None

@@ -3,6 +3,7 @@ refuse an option the chosen backend cannot honour, and the backend itself (Backe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ if TYPE_CHECKING:                          # imported when a run needs it: `rbl 
     from ..backends.local.backend import LocalOptions
 
 BACKENDS = ("local", "docker", "kubernetes")
+OPEN_LOOP_BACKENDS = ("local", "docker", "kubernetes")   # where the load generator runs beside the services
 
 
 def check_backend(backend: str) -> None:
@@ -58,19 +60,22 @@ class BackendChoice:
         """Whole runs go elsewhere (a cluster's pods) rather than services starting for this runner."""
         return self.name == "kubernetes"
 
-    def check_plan(self, header: dict) -> None:
-        """The load generator's loads (open loop, a population of users) and topologies run on the
-        local backend only."""
-        if is_open_loop(header) and self.name != "local":
-            kind = (header.get("load") or {}).get("kind", "open")
-            what = "a population of users" if kind == "users" else "open-loop load"
-            raise UsageError(f"{what} (`load = {kind}`) runs on the local backend only; --backend {self.name} "
-                             "cannot run it yet", hint="leave out --backend: the local backend runs it")
+    def check_plan(self, header: dict, spec: Path | None = None) -> None:
+        """The load generator's loads (open loop, a population of users) run on the local and
+        docker backends, topologies (open loop too) on the local backend only. A refusal names the
+        line of `spec` (an .rbl file) that asks for what this backend cannot run."""
         if "topology" in header and self.name != "local":
-            raise UsageError(f"a topology (`topology {{ ... }}`) runs on the local backend only; --backend {self.name} "
-                             "cannot run it yet",
+            raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}a topology (`topology {{ ... }}`) runs on the local "
+                             f"backend only; --backend {self.name} cannot run it yet",
                              hint="leave out --backend: the local backend runs each service under its own CPU "
                                   "budget; `rbl compile --target istio` writes its policies for a real mesh")
+        if is_open_loop(header) and self.name not in OPEN_LOOP_BACKENDS:
+            kind = (header.get("load") or {}).get("kind", "open")
+            what = "a population of users" if kind == "users" else "open-loop load"
+            raise UsageError(f"{spec_location(spec, LOAD_LINE)}{what} (`load = {kind}`) runs on the local and docker "
+                             f"backends; --backend {self.name} cannot run it yet",
+                             hint="`--backend docker` runs it in containers, under the engine's CPU limits; leave "
+                                  "out --backend to run it here")
 
     def build(self):
         """The backend itself: one that starts a plan's services for this runner (runner/backend.py's
@@ -84,6 +89,25 @@ class BackendChoice:
             return DockerBackend(DockerOptions(network=self.network, images=list(self.images)))
         from ..backends.kubernetes.driver import KubernetesBackend
         return KubernetesBackend(self.cluster, self.access)
+
+
+LOAD_LINE = re.compile(r"^([ \t]*)load[ \t]*=", re.MULTILINE)
+TOPOLOGY_LINE = re.compile(r"^([ \t]*)topology\b", re.MULTILINE)
+
+
+def spec_location(spec: Path | None, line: re.Pattern) -> str:
+    """`FILE:LINE:COL: ` of the first line of an .rbl spec that `line` matches (a setting given with
+    --set has none); empty when there is no such line."""
+    if spec is None or spec.suffix != ".rbl":
+        return ""
+    try:
+        text = spec.read_text(errors="replace")
+    except OSError:
+        return ""
+    found = line.search(text)
+    if found is None:
+        return ""
+    return f"{spec}:{text.count(chr(10), 0, found.start()) + 1}:{len(found.group(1)) + 1}: "
 
 
 def choose_backend(backend: str, proxy: str, seed: int | None, threads: int, workers: int | None,

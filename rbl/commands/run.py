@@ -124,7 +124,7 @@ def execute(options, backend, console) -> int:
         code = resume_run(options.resume, backend, console, options.settings, digest)
         return maybe_report(options.resume, console, code, options.report)
     header, lines = _plan_of(options)
-    options.backend.check_plan(header)
+    options.backend.check_plan(header, options.spec if options.compiles_a_spec else None)
     if options.settings.until_resolved is not None:
         from ..runner.until_resolved import until_resolved_header
         header = until_resolved_header(header, options.settings.until_resolved)

@@ -51,6 +51,10 @@ class Services(Protocol):
     def client_address(self, library: str) -> tuple[str, int]:
         """Where the runner posts a virtual user's job for this library's client service."""
 
+    def entry_url(self, path: str, library: str) -> str:
+        """Where open-loop load from this machine enters a mesh client: its sidecar's listener as the
+        runner reaches it (target_url is where the client itself reaches it, inside its namespace)."""
+
     def configure_client(self, library: str, pattern: str, config: dict) -> None:
         """Before a round: what a client's configuration needs outside its jobs, in force when this
         returns (a mesh client's sidecar takes the configuration's policies); nothing for a library."""

@@ -33,6 +33,7 @@ import platform
 import socket
 import time
 import urllib.request
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -79,10 +80,15 @@ def machine_fingerprint() -> dict:
     return {"host": socket.gethostname(), "cpu": model, "cores": os.cpu_count()}
 
 
-def target_key(target: dict, proxy_kind: str, slo_ms: float, topology: dict | None = None) -> dict:
-    """What a capacity is the capacity of: the target (or the topology whose entry the load reaches)."""
+def target_key(target: dict, proxy_kind: str, slo_ms: float, topology: dict | None = None,
+               backend: str = "local") -> dict:
+    """What a capacity is the capacity of: the target (or the topology whose entry the load reaches),
+    where it runs. The same target in containers is another measurement (the engine's CPU limit,
+    its network); the local backend's key names no backend, so records stored before there was a
+    second one stay found."""
     key = {"path": target["path"], "replicas": target.get("replicas", 1), "cpus": target.get("cpus"),
            "noisy_cpus": target.get("noisy_cpus"), "proxy": proxy_kind, "slo_ms": slo_ms}
+    key = key if backend == "local" else {**key, "backend": backend}
     return key if topology is None else {**key, "topology": topology}
 
 
@@ -213,8 +219,11 @@ def search(measure: Callable[[float], dict]) -> tuple[float, list[dict]]:
     return good, steps
 
 
-def calibrate(binary: Path, url: str, slo_ms: float, work: Path, say: Callable[[str], None] = lambda _: None) -> dict:
-    """Measure the capacity at `url` (GET through the fault proxy); returns the record to store."""
+def calibrate(binary: Path, url: str, slo_ms: float, work: Path, say: Callable[[str], None] = lambda _: None,
+              samples_other_work: bool = True) -> dict:
+    """Measure the capacity at `url` (GET through the fault proxy); returns the record to store.
+    Without `samples_other_work` (a target in containers, whose CPU is not this process tree's), the
+    record says nothing of other work rather than count the target as its own neighbour."""
     began = time.monotonic()
 
     def measure(rps: float) -> dict:
@@ -227,12 +236,12 @@ def calibrate(binary: Path, url: str, slo_ms: float, work: Path, say: Callable[[
             _wait_idle(url, slo_ms)
         return step
 
-    with OtherWork() as other_work:
+    with OtherWork() if samples_other_work else nullcontext() as other_work:
         good, steps = search(measure)
     record = {"capacity_rps": round(good, 1), "slo_ms": slo_ms, "machine": machine_fingerprint(),
               "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "steps": steps,
               "seconds": round(time.monotonic() - began, 1), "method": METHOD}
-    busy = other_work.record()
+    busy = other_work.record() if other_work is not None else None
     if busy is not None:
         record["otherWork"] = busy
         record["busy"] = busy["otherCores"] >= BUSY_CORES
@@ -314,13 +323,14 @@ def slo_of(scenarios) -> float:
 
 
 def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path,
-                     say: Callable[[str], None]) -> dict | None:
-    """The capacity record an open-loop run uses: stored for this machine and target, or measured
-    now (and stored); None when no scenario needs one."""
+                     say: Callable[[str], None], backend: str = "local", samples_other_work: bool = True
+                     ) -> dict | None:
+    """The capacity record an open-loop run uses: stored for this machine, target and backend, or
+    measured now through the backend's services (and stored); None when no scenario needs one."""
     if not needs_capacity(scenarios):
         return None
     slo_ms = slo_of(scenarios)
-    key = target_key(header["target"], services.proxy_kind, slo_ms, header.get("topology"))
+    key = target_key(header["target"], services.proxy_kind, slo_ms, header.get("topology"), backend)
     record = stored_capacity(key, say)
     if record is not None:
         say(f"target capacity: {record['capacity_rps']:g} req/s with p95 under {slo_ms:g} ms "
@@ -332,7 +342,7 @@ def resolve_capacity(header: dict, scenarios, services, binary: Path, work: Path
     say(f"no capacity of this target is stored for this machine: calibrating first "
         f"(p95 under {slo_ms:g} ms; steps of {STEP_WARMUP_S + step_seconds(MAX_RPS, slo_ms):g} s or more)")
     services.fault.apply({"kind": "abort", "rate": 0, "status": 503})
-    record = calibrate(binary, services.target_url(header["target"]["path"]), slo_ms, work, say)
+    record = calibrate(binary, services.target_url(header["target"]["path"]), slo_ms, work, say, samples_other_work)
     if record["capacity_rps"] <= 0:
         raise CapacityError(f"the target did not serve {MIN_RPS} req/s with p95 under {slo_ms:g} ms")
     path = store_capacity(key, record, say)

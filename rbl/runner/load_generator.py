@@ -30,10 +30,10 @@ import pyarrow.csv as pacsv
 import pyarrow.compute as pc
 
 from ..clients.protocol import SIDECAR_REFUSAL_DETAILS
-from ..plan_records import MAX_ROUND_REQUESTS, Population
+from ..plan_records import MAX_ROUND_REQUESTS, OPEN_LOOP_CONNECTIONS, Population
 from ..store.durable import fresh_directory, new_file
 
-LOADGEN_CONNECTIONS = 2048          # the backends let a client hold this many calls (OPEN_LOOP_CONNECTIONS)
+LOADGEN_CONNECTIONS = OPEN_LOOP_CONNECTIONS      # the backends let a client hold this many calls
 STOP_GRACE_S = 30.0                 # beyond duration + timeout, before the generator is stopped
 CALL_TIMEOUT_ERRORS = ("timeout", "deadline exceeded", "Client.Timeout")
 PR_SET_PDEATHSIG = 1

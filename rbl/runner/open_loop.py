@@ -82,7 +82,7 @@ class OpenLoopDriver:
     def start(self, setup: RoundSetup) -> LoadRound:
         scenario, load = setup.scenario, setup.load
         if setup.client_kind is ClientKind.MESH:      # straight to the sidecar, which holds the policies
-            url, body = setup.target_url, None
+            url, body = setup.entry_url, None
         else:
             host, port = setup.client_address
             url = f"http://{host}:{port}/call"

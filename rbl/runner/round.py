@@ -38,6 +38,7 @@ class RoundSetup:
     load: Load | None                   # an open-loop round's load; None for virtual users
     target_url: str                     # the target's path through the proxy (or the client's sidecar)
     client_address: tuple[str, int]     # where the client service takes jobs and calls
+    entry_url: str                      # where open-loop load enters a mesh client's sidecar from here
     instance: str                       # the key of the round's shared pattern instances
     warmup: bool                        # a warm-up round: stored, flagged, left out of the report
 
@@ -179,8 +180,13 @@ class RoundFrame:
         return RoundSetup(scenario, round_number, client, client_kind(client), load_of(scenario),
                           self.services.target_url(target["path"], library),
                           self.services.client_address(library),
+                          self._entry_url(client, target["path"], library),
                           f"{self.session}/{scenario['id']}/{round_number}",
                           round_number <= self.header.get("warmup", 0))
+
+    def _entry_url(self, client: dict, path: str, library: str) -> str:
+        """Only a mesh client's load enters through its sidecar; a library client takes POST /call."""
+        return self.services.entry_url(path, library) if client_kind(client) is ClientKind.MESH else ""
 
     def _drive(self, setup: RoundSetup, driving: Driving, sidecar_before, begin: float):
         """Wait for the driving to end, ticking each observer on its own interval meanwhile."""

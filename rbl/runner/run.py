@@ -156,8 +156,7 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, prepared: Prepar
                 console.print(f"target: {services.target_description}", highlight=False)
             execution = ExecutionSettings(settings.round_timeout, order, observers=settings.observers)
             if is_open_loop(header):
-                execution = _open_loop_setup(header, run, services, prepared, backend.name, console, session,
-                                             execution)
+                execution = _open_loop_setup(header, run, services, prepared, backend, console, session, execution)
             for library, reported in services.client_versions().items():   # e.g. the JVM client's library
                 if manifest["versions"].get(library) is None:
                     manifest["versions"][library] = reported
@@ -207,19 +206,21 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, prepared: Prepar
     return EXIT_RUN_FAILED if counts and not settings.allow_violations else EXIT_OK
 
 
-def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepared, backend: str,
+def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepared, backend,
                      console: Console, session: dict, execution: ExecutionSettings) -> ExecutionSettings:
     """An open-loop plan's load generator (the backend's check built it) and the target's capacity,
-    when a rate is a share of it (stored, or calibrated now); both recorded in the session."""
+    when a rate is a share of it (stored for this backend, or calibrated now through its services);
+    both recorded in the session."""
     from .capacity import CapacityError, resolve_capacity     # pyarrow: only for open-loop runs
     from .load_generator import LoadFailed
     binary = prepared.loadgen
     if binary is None:
-        raise UsageError(f"the {backend} backend prepared no load generator for this open-loop plan",
-                         hint="open-loop load runs on the local backend for now: run (or resume) it without --backend")
+        raise UsageError(f"the {backend.name} backend prepared no load generator for this open-loop plan",
+                         hint="run (or resume) it on a backend that runs open-loop load (docs/backends.md)")
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731
     try:
-        record = resolve_capacity(header, run.scenarios(), services, binary, run.path / CALIBRATION, say)
+        record = resolve_capacity(header, run.scenarios(), services, binary, run.path / CALIBRATION, say, backend.name,
+                                  backend.samples_other_work)
     except (CapacityError, LoadFailed) as error:
         raise RblError(f"the target's capacity could not be measured: {error}",
                        hint="give it with `load.capacity = N` (requests per second), or use `load.rps`") from error

@@ -29,12 +29,15 @@ from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing, UsageError
 from ...libraries.istio import release_of
 from ...mesh.sidecar import Sidecar, SidecarError
+from ...plan_records import is_open_loop
 from ...runner.backend import Prepared, RoundFailed
 from ...runner.fault_control import FaultControl
+from ...runner.notices import BuildNotice
 from ...targets.compose.artifacts import plan_deployment, write_artifacts
-from ...targets.compose.deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, TARGET_SERVICE,
-                                           Layout, Service, client_libraries)
+from ...targets.compose.deployment import (ADMIN_PORT, MESH_KIND, PROXY_PORT, SIDECAR_ADMIN_PORT, SIDECAR_PORT,
+                                           TARGET_SERVICE, Layout, Service, client_libraries)
 from ...targets.compose.sidecars import host_sidecar, upstream_of
+from ...targets.client_builds import client_artifact
 from ...targets.compose.target_replicas import (ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port,
                                                 save_endpoint_stats)
 from ...targets.envoy_binary import ENVOY_WHEEL_VERSION
@@ -90,13 +93,19 @@ class DockerBackend:
 
     def check(self, header: dict, console: Console) -> Prepared:
         """A deployment for the plan (a bad --image fails here) and a reachable engine; the clients
-        are built inside their images, so no local java or mvn is needed."""
+        are built inside their images, so no local java or mvn is needed. An open-loop plan's load
+        generator runs on this machine (built here, with Go), calling the containers' published
+        ports: outside the containers, so its own CPU never comes out of their limits."""
         deployment, _ = plan_deployment(header, self.options.images)
         if deployment.warnings:
             raise EnvironmentMissing(deployment.warnings[0], hint="the docker backend runs only client services "
                                                                    "it can build or that you name with --image")
         connect()
-        return Prepared()              # the images build the clients when the services start
+        loadgen = None
+        if is_open_loop(header):
+            with BuildNotice(console) as notice:
+                loadgen = client_artifact("loadgen", say=notice.say)
+        return Prepared(loadgen=loadgen)   # the images build the clients when the services start
 
     def session_settings(self) -> dict:
         return {"network": self.options.network}
@@ -337,6 +346,14 @@ class DockerServices:
             return HOST, container_port
         # a mesh client's port is published by the sidecar, whose namespace it joined
         return HOST, self.host_ports[service.network_of or service.name][container_port]
+
+    def entry_url(self, path: str, library: str) -> str:
+        """The sidecar's listener on this machine: the namespace's own port with host networking,
+        else the port the sidecar's container publishes on loopback."""
+        layout = self.deployment.layout
+        if layout.host_network:
+            return f"http://{HOST}:{layout.sidecar_port(self.deployment.client_index(library))[0]}{path}"
+        return f"http://{HOST}:{self.host_ports[self.deployment.sidecar_of(library).name][SIDECAR_PORT]}{path}"
 
     def configure_client(self, library: str, pattern: str, config: dict) -> None:
         if library in self.sidecars:          # a library client's jobs carry its configuration

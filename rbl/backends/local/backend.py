@@ -33,7 +33,7 @@ from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing
 from ...libraries.composition import BASELINE
 from ...libraries.istio import release_of
-from ...plan_records import MESH_SERVICE, is_open_loop
+from ...plan_records import MESH_SERVICE, OPEN_LOOP_CONNECTIONS, is_open_loop
 from ...store.run_layout import TOPOLOGY
 from ...topology import topology_from_record
 from ...runner.fault_control import FaultControl
@@ -53,7 +53,6 @@ from .requirements import check_requirements
 
 READY_TIMEOUT = 30.0
 DEATH_GRACE_S = 1.0               # how long a service whose admin API broke off may take to be seen exited
-OPEN_LOOP_CONNECTIONS = 2048      # the load generator's connections at most (runner/open_loop.py)
 
 
 @dataclass(frozen=True)
@@ -426,6 +425,9 @@ class LocalServices:
 
     def client_address(self, library: str) -> tuple[str, int]:
         return HOST, self.clients[library][1]
+
+    def entry_url(self, path: str, library: str) -> str:
+        return self.target_url(path, library)     # the sidecar listens on this machine's loopback
 
 
 def _file_name(name: str) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from ...compiler.plan import axis_largest
 from ...clients.protocol import max_jobs_arguments
-from ...plan_records import MESH_SERVICE
+from ...plan_records import MESH_SERVICE, OPEN_LOOP_CONNECTIONS, is_open_loop
 from .target_replicas import PROXY_ROLE, PROXY_SERVICE, has_resources, split_target
 from .topology_services import CHAIN_DOCKERFILE, CHAIN_IMAGE, SERVICE_SIDECAR_ROLE, topology_deployment
 from .images import ImageChoice
@@ -37,6 +37,7 @@ ENVOY_CONFIG_IN_CONTAINER = "/etc/rbl/envoy.yaml"
 SIDECAR_PORT = 15001
 SIDECAR_ADMIN_PORT = 15000
 FIRST_SIDECAR_ADMIN_HOST_PORT = 15000
+FIRST_SIDECAR_LISTEN_HOST_PORT = 15100   # where open-loop load from the host enters a sidecar
 SIDECAR_DIR_IN_CONTAINER = "/etc/rbl/sidecar"
 MESH_KIND = MESH_SERVICE
 
@@ -224,7 +225,8 @@ def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_L
         services = [target]
     proxy = services[-1].name
     warnings = []
-    max_users = axis_largest(header["users"])
+    # open-loop load: a client may hold as many calls at once as the load generator opens
+    max_users = OPEN_LOOP_CONNECTIONS if is_open_loop(header) else axis_largest(header["users"])
     for index, (library, kind) in enumerate(client_libraries(header)):
         service = _client_service(library, kind, index, images, layout, max_users, proxy)
         if kind == MESH_KIND and not service.note:
@@ -321,7 +323,7 @@ def sidecar_service(client: Service, index: int, layout: Layout) -> Service:
     (`pull_policy: never`: compose would otherwise try a registry for it first); one worker, as the
     local backend runs it (rbl/backends/local/backend.py).
     """
-    _, admin = layout.sidecar_port(index)
+    listen, admin = layout.sidecar_port(index)
     check = f"import urllib.request as u; u.urlopen('http://127.0.0.1:{admin}/ready', timeout=2)"
     return Service(
         name=f"sidecar-{client.library}", role="sidecar", image=client.image, build=None,
@@ -330,7 +332,8 @@ def sidecar_service(client: Service, index: int, layout: Layout) -> Service:
         # hot restart's abstract sockets
         command=("-c", f"{SIDECAR_DIR_IN_CONTAINER}/envoy.json", "--concurrency", "1", "--use-dynamic-base-id",
                  "--log-level", "warning"),
-        ports=client.ports + layout.published(FIRST_SIDECAR_ADMIN_HOST_PORT + index, admin),
+        ports=client.ports + layout.published(FIRST_SIDECAR_ADMIN_HOST_PORT + index, admin)
+        + layout.published(FIRST_SIDECAR_LISTEN_HOST_PORT + index, listen),
         healthcheck=("CMD", "python", "-c", check),
         volumes=((sidecar_directory(client.library), SIDECAR_DIR_IN_CONTAINER),),
         library=client.library, depends_on=client.depends_on)

