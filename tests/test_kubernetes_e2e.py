@@ -208,3 +208,39 @@ def test_a_pod_that_cannot_start_is_reported_and_cleaned_up(cluster, tmp_path):
     assert "ErrImageNeverPull" in done.stderr and "shard 0/2 failed" in done.stderr
     assert not (tmp_path / "merged").exists()
     _nothing_left(core, batch)
+
+
+def test_open_loop_overload_runs_in_the_shards_and_orders_the_pools_as_locally(cluster, tmp_path):
+    """examples/overload-pool.rbl small (pool_rounds.py), one limit a shard: each pod calibrates its
+    target's capacity inside itself (recorded per shard), drives its open-loop round with the image's
+    rbl-load, and the merged run keeps every shard's per-request records; the three limits order as
+    on this machine."""
+    from rbl.store.requests import read_requests
+    from .pool_rounds import assert_the_paper_s_order, order_by_tail, pool_run
+    kubeconfig, core, batch = cluster
+    args = [("1500m" if arg == "500m" else arg) for arg in _cluster_args(kubeconfig)]    # target, proxy, sidecar, load
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "local").mkdir()
+    on_cluster = pool_run(tmp_path / "cluster", "--shards", "3", "--parallelism", "1", *args, calibration_shown=False)
+    merged = tmp_path / "cluster" / ("out-300" if (tmp_path / "cluster" / "out-300").exists() else "out-150")
+    manifest = json.loads((merged / "manifest.json").read_text())
+    capacities = [session["capacity"]["capacity_rps"] for shard in manifest["shards"] for session in shard["sessions"]]
+    assert len(capacities) == 3 and min(capacities) > 0, capacities          # measured in each pod
+    logs = sorted((merged.parent / f"{merged.name}.shards" / "pod-logs").iterdir())
+    assert len(logs) == 3 and all("calibrating first" in log.read_text() for log in logs)
+    requests = read_requests(merged)
+    assert set(requests["scenario"].to_pylist()) == {r["scenarioId"] for r in on_cluster.values()}
+    assert requests.num_rows >= sum(r["offeredRequests"] for r in on_cluster.values())
+    on_host = pool_run(tmp_path / "local")
+    print(f"\ntail order, cluster: {order_by_tail(on_cluster)}, local: {order_by_tail(on_host)}")
+    for rounds in (on_cluster, on_host):
+        print({limit: (round(r["circuitBrokenShare"], 3), r["successP99Ms"]) for limit, r in rounds.items()})
+        assert all(r["oracleViolations"] == [] for r in rounds.values())
+        # the pool of 1 refuses far more than the pool of 1024, on the cluster as here
+        assert rounds[1]["circuitBrokenShare"] > 2 * rounds[1024]["circuitBrokenShare"] + 0.05
+    assert_the_paper_s_order(on_host)
+    # In the pod the target is not held to its 0.5 CPU (no cgroup can be made there: the pod's
+    # --cpu is its only limit), so it serves about twice as much and the queue at 150% can reach
+    # 1024 before the round ends: the pool of 1024 may refuse some there. The order holds.
+    assert order_by_tail(on_cluster) == order_by_tail(on_host) == [1, 20, 1024]
+    _nothing_left(core, batch)

@@ -116,6 +116,10 @@ def test_an_open_loop_plan_needs_a_runner_image_with_the_load_generator(tmp_path
     done = run_rbl("run", "open.rbl", *_unreachable(tmp_path), "--runner-image", "registry.example/runner:1",
                    "--runner-clients", "python,loadgen", cwd=tmp_path, timeout=120)
     assert done.returncode == 4 and "does not answer" in done.stderr, done.stderr
+    # a population of users is driven by the same generator
+    (tmp_path / "users.rbl").write_text(OPEN_LOOP.replace("load = open\n  load.rps = 20", "load = users\n  load.users = 2"))
+    done = run_rbl("run", "users.rbl", *_unreachable(tmp_path), cwd=tmp_path, timeout=120)
+    assert done.returncode == 4 and "does not answer" in done.stderr, done.stderr
 
 
 OPEN_LOOP = """space openloop {

@@ -91,7 +91,9 @@ def make_open_run(path: Path, shard=None) -> Path:
     space = compile_source(SPEC, "overload.rbl").space
     lines = list(iter_scenario_lines(space))
     header = plan_header(space)
-    manifest = {"versions": {"tenacity": "1"}, "sessions": []}
+    # each session measured its own capacity (a cluster's pods do; merge keeps each)
+    manifest = {"versions": {"tenacity": "1"}, "sessions": [{"status": "finished", "capacity": {
+        "capacity_rps": 100.0 + (shard.index if shard else 0), "slo_ms": 100.0}}]}
     scenarios = [json.loads(line) for line in lines]
     if shard is not None:
         from rbl.store.run_order import rounds_per_scenario
@@ -292,6 +294,9 @@ def test_merged_open_loop_shards_keep_their_requests_and_report_them(open_run, t
     shards = [make_open_run(tmp_path / f"S{k}", Shard(k, 2)) for k in range(2)]
     done = rbl("merge", *map(str, shards), "-o", str(tmp_path / "M"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    manifest = json.loads((tmp_path / "M" / "manifest.json").read_text())
+    assert [session["capacity"]["capacity_rps"] for shard in manifest["shards"] for session in shard["sessions"]] == \
+        [100.0, 101.0]                                            # each shard's own measurement, kept
     merged, whole = read_requests(tmp_path / "M"), read_requests(open_run)
     assert merged.num_rows == whole.num_rows > 0
     assert merged.sort_by([("scenario", "ascending"), ("round", "ascending"), ("seq", "ascending")]).equals(

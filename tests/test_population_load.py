@@ -136,15 +136,3 @@ def test_a_trace_says_how_many_users_are_active_when(tmp_path: Path):
     middle = np.sum((scheduled >= 2) & (scheduled < 4))
     # 2-3 users active in the first and last second, 6-8 in the middle two: about 3x the requests
     assert middle > 1.8 * edges, (middle, edges)
-
-
-def test_a_population_on_another_backend_is_refused_naming_the_one_that_runs_it(tmp_path: Path):
-    (tmp_path / "spec.rbl").write_text(_space("  load = users\n  load.users = 2\n"))
-    done = run_rbl("run", "spec.rbl", "--backend", "kubernetes", "-o", "run", cwd=tmp_path, timeout=120)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert "a population of users (`load = users`) runs on the local and docker backends" in done.stderr, done.stderr
-    line = next(n for n, text in enumerate((tmp_path / "spec.rbl").read_text().splitlines(), 1)
-                if text.strip().startswith("load ="))
-    assert f"spec.rbl:{line}:3: a population" in done.stderr, done.stderr       # the line that asks for it
-    assert "--backend docker` runs it" in done.stderr, done.stderr
-    assert not (tmp_path / "run").exists()

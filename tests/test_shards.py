@@ -295,16 +295,21 @@ def test_rbl_plan_estimates_a_split_run(tmp_path):
     assert cluster["runnable"] is True and "an estimate only" not in text
 
 
-def test_a_split_the_kubernetes_backend_cannot_run_is_estimated_and_says_so(tmp_path):
+def test_the_cluster_estimate_says_what_the_kubernetes_backend_cannot_run_and_what_each_pod_adds(tmp_path):
     from .conftest import REPO
-    for example, what in (("overload-pool.rbl", "open-loop load"), ("httpmon-scenario.rbl", "a population of users"),
-                          ("retry-storm.rbl", "open-loop load or a topology")):
+    for example, note, runnable in (
+            ("overload-pool.rbl", "each pod measures its target's capacity first", True),
+            ("httpmon-scenario.rbl", None, True),
+            ("retry-storm.rbl", "an estimate only: --backend kubernetes cannot run a topology yet", False)):
         done = run_rbl("plan", str(REPO / "examples" / example), "--shards", "2", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
-        assert f"an estimate only: --backend kubernetes cannot run {what} yet" in done.stdout, (example, done.stdout)
+        assert "cluster = 2 shards" in done.stdout, (example, done.stdout)
+        if note:
+            assert note in done.stdout, (example, done.stdout)
+        assert ("an estimate only" in done.stdout) is not runnable, (example, done.stdout)
         cluster = json.loads(run_rbl("plan", str(REPO / "examples" / example), "--shards", "2", "--json",
                                      cwd=tmp_path).stdout)["cluster"]
-        assert cluster["runnable"] is False
+        assert cluster["runnable"] is runnable
 
 
 def test_a_plan_too_large_to_assign_here_is_estimated_as_an_even_split_without_listing_it():

@@ -9,13 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from ..plan_records import is_open_loop
 
 if TYPE_CHECKING:                          # imported when a run needs it: `rbl --help` stays fast
     from ..backends.local.backend import LocalOptions
 
 BACKENDS = ("local", "docker", "kubernetes")
-OPEN_LOOP_BACKENDS = ("local", "docker", "kubernetes")   # where the load generator runs beside the services
 
 
 def check_backend(backend: str) -> None:
@@ -61,21 +59,13 @@ class BackendChoice:
         return self.name == "kubernetes"
 
     def check_plan(self, header: dict, spec: Path | None = None) -> None:
-        """The load generator's loads (open loop, a population of users) run on the local and
-        docker backends, topologies (open loop too) on the local backend only. A refusal names the
-        line of `spec` (an .rbl file) that asks for what this backend cannot run."""
+        """Topologies run on the local backend only (open-loop load and populations run on every
+        backend). A refusal names the line of `spec` (an .rbl file) that asks for it."""
         if "topology" in header and self.name != "local":
             raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}a topology (`topology {{ ... }}`) runs on the local "
                              f"backend only; --backend {self.name} cannot run it yet",
                              hint="leave out --backend: the local backend runs each service under its own CPU "
                                   "budget; `rbl compile --target istio` writes its policies for a real mesh")
-        if is_open_loop(header) and self.name not in OPEN_LOOP_BACKENDS:
-            kind = (header.get("load") or {}).get("kind", "open")
-            what = "a population of users" if kind == "users" else "open-loop load"
-            raise UsageError(f"{spec_location(spec, LOAD_LINE)}{what} (`load = {kind}`) runs on the local and docker "
-                             f"backends; --backend {self.name} cannot run it yet",
-                             hint="`--backend docker` runs it in containers, under the engine's CPU limits; leave "
-                                  "out --backend to run it here")
 
     def build(self):
         """The backend itself: one that starts a plan's services for this runner (runner/backend.py's
@@ -91,7 +81,6 @@ class BackendChoice:
         return KubernetesBackend(self.cluster, self.access)
 
 
-LOAD_LINE = re.compile(r"^([ \t]*)load[ \t]*=", re.MULTILINE)
 TOPOLOGY_LINE = re.compile(r"^([ \t]*)topology\b", re.MULTILINE)
 
 

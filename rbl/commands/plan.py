@@ -100,11 +100,12 @@ def _cluster(space, shards: int, parallelism: int | None, seconds: float) -> tup
             + ("" if split.exact else f"; over {space.size} scenarios an even split is assumed")
             + "; each pod's start and `rbl merge` come on top)")
     # what the kubernetes backend refuses (backend_choice.py): the estimate says so beside it
-    load = None if space.workload is None else (
-        "a population of users" if space.workload.kind == "users" else "open-loop load")
-    cannot = [what for what in (load, "a topology" if space.topology is not None else None) if what]
+    cannot = ["a topology"] if space.topology is not None else []
     if cannot:
         line += f"\n          an estimate only: --backend kubernetes cannot run {' or '.join(cannot)} yet"
+    elif space.workload is not None and space.workload.kind != "users":
+        line += ("\n          each pod measures its target's capacity first when a rate is a share of it "
+                 "(about 30 s; `load.capacity` skips it)")
     return ({"shards": shards, "parallelism": split.parallelism, "estimated_seconds": round(wall, 1),
              "longest_shard_share": round(split.longest_share, 4), "exact": split.exact,
              "runnable": not cannot}, line)

@@ -32,6 +32,10 @@ from .shard_logs import copy_logs
 from .shards import Shard, assign, plan_digest, recorded_shard
 
 MAX_LISTED = 20          # missing or overlapping scenarios named; then "and N more"
+# what the merged manifest keeps of each shard's sessions: when and how it ran, and what it ran on
+# (the target it started, and the capacity it measured for open-loop rates given as shares)
+SHARD_SESSION_KEYS = ("started_at", "ended_at", "status", "rounds_run", "rounds_failed", "proxy", "proxyVersion",
+                      "proxy_seed", "reason", "otherWork", "target", "capacity")
 
 
 @dataclass
@@ -246,8 +250,7 @@ def _manifest(header: dict, shards: list[ShardDir], digest: str) -> dict:
         "shards": [{"shard": str(s.shard), "path": str(s.path), "host": s.manifest.get("host"),
                     "status": s.manifest.get("status"), "rows": sum(len(r) for r in s.rounds.values()),
                     "sessions": [{k: v for k, v in session.items()
-                                  if k in ("started_at", "ended_at", "status", "rounds_run", "rounds_failed",
-                                           "proxy", "proxyVersion", "proxy_seed", "reason", "otherWork")}
+                                  if k in SHARD_SESSION_KEYS}
                                  for session in s.manifest.get("sessions") or [] if isinstance(session, dict)]}
                    for s in sorted(shards, key=lambda s: (s.shard.count, s.shard.index))],
         "sessions": [],
