@@ -79,7 +79,8 @@ def test_a_round_beyond_the_bounds_fails_once_its_capacity_is_known(tmp_path):
     from rbl.runner.open_loop import OpenLoopDriver
     driver = OpenLoopDriver(tmp_path / "rbl-load", 1_000_000, tmp_path, 1, lambda library: None)
     setup = SimpleNamespace(scenario={"id": "s1"}, round_number=1, client_kind=ClientKind.MESH,
-                            load=load({"share": 100.0}, duration=30), target_url="http://127.0.0.1:1/")
+                            load=load({"share": 100.0}, duration=30), target_url="http://127.0.0.1:1/",
+                            entry_url="http://127.0.0.1:1/")
     with pytest.raises(RoundFailed, match="100,000,000 req/s for 30 s is 3,000,000,000 requests in a round, more than"):
         driver.start(setup)
     assert not (tmp_path / "requests").exists()
