@@ -53,6 +53,21 @@ def test_a_failing_steps_served_rate_saves_bisections():
     assert found_without <= 130
 
 
+def test_a_served_rate_hardly_above_the_passing_rate_is_no_bound():
+    """A chain whose goodput collapses under overload serves less than it carries at capacity:
+    overloaded at 100 req/s it answered 52, while 70 passes. The search bisects below the failing
+    rate instead of stopping just above 50."""
+    asked = []
+
+    def collapsing(rps: float) -> dict:
+        asked.append(rps)
+        passed = rps <= 70
+        return {"rps": rps, "passed": passed, "servedRps": None if passed else 52.0}
+    found, _ = search(collapsing)
+    assert asked[:5] == [25, 50, 100, 100, 75]
+    assert 70 / (1 + PRECISION) <= found <= 70
+
+
 @pytest.mark.parametrize("true_capacity", [6, 11, 19, 24])
 @pytest.mark.parametrize("served_factor", [1.03, 1.3, None])
 def test_a_target_that_fails_the_first_step_is_searched_below_it(true_capacity, served_factor):
