@@ -206,7 +206,7 @@ def _execute(run: RunDirectory, header: dict, backend: Backend, prepared: Prepar
     return EXIT_RUN_FAILED if counts and not settings.allow_violations else EXIT_OK
 
 
-def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepared, backend,
+def _open_loop_setup(header: dict, run: RunDirectory, services, prepared: Prepared, backend: Backend,
                      console: Console, session: dict, execution: ExecutionSettings) -> ExecutionSettings:
     """An open-loop plan's load generator (the backend's check built it) and the target's capacity,
     when a rate is a share of it (stored for this backend, or calibrated now through its services);
