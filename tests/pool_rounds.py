@@ -1,6 +1,7 @@
 """examples/overload-pool.rbl at small scale (ICPE '22 Fig. 6: Istio's pool limit of 1, 20 and 1024
-under overload), shared by the local backend's test (test_open_loop_run.py) and the docker
-backend's (test_docker_open_loop.py), so both run the same spec and judge it the same way."""
+under overload), shared by the local backend's test (test_open_loop_run.py), the docker backend's
+(test_docker_open_loop.py) and the cluster's (test_kubernetes_e2e.py), so all run the same spec and
+judge it the same way."""
 
 from __future__ import annotations
 

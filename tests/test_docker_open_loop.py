@@ -20,7 +20,7 @@ from rbl.store.requests import read_requests
 from .conftest import drawn_svg, run_rbl
 from .pool_rounds import assert_the_paper_s_order, order_by_tail, pool_run
 from .test_docker_backend import BASE, IMAGES, docker_json
-from .test_open_loop_run import SPIKES
+from .test_open_loop_run import SPIKES, _scenarios
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,6 @@ def engine() -> str:
 
 def _rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-
-
-def _scenarios(run: Path) -> dict[str, dict]:
-    return {s["id"]: s for s in map(json.loads, (run / "scenarios.jsonl").read_text().splitlines())}
 
 
 @pytest.mark.docker
