@@ -36,20 +36,40 @@ def pool_run(work: Path, *backend: str, calibration_shown: bool = True) -> dict[
     rounds = pool_rounds(work, "150%", *backend)
     if calibration_shown:
         assert "calibrating first" in rounds[1]["_stderr"] and (work / "cache" / "rbl" / "capacity.json").is_file()
-    twenty, one = rounds[20], rounds[1]
-    if twenty["circuitBrokenShare"] == 0 and twenty["successP99Ms"] < 2 * one["successP99Ms"]:
+    if not _overloaded(rounds):
+        print(f"pool rounds at 150% did not overload the target: {summary(rounds)}; again at 300%")
         rounds = pool_rounds(work, "300%", *backend)
+    print(f"pool rounds: {summary(rounds)}")
     return rounds
+
+
+def _overloaded(rounds: dict[int, dict]) -> bool:
+    """Whether the load exceeded what the target served: the pool of 1 (which refuses whatever
+    arrives while one request is in flight) and the pool of 20 both refused a clear share. The pool
+    of 20 is what tells an overload from a load the target almost keeps up with: a CI run at 150%
+    of a capacity measured on a busy moment saw it refuse under 5% (issue 43's twelfth stop)."""
+    return rounds[1]["circuitBrokenShare"] > OVERLOADED_SHARE and rounds[20]["circuitBrokenShare"] > OVERLOADED_SHARE
+
+
+OVERLOADED_SHARE = 0.05
+
+
+def summary(rounds: dict[int, dict]) -> str:
+    """Each limit's refused share and tail, to read a failure by."""
+    each = "; ".join(f"pool {limit}: refused {r['circuitBrokenShare']:.1%}, p99 {r['successP99Ms']:.0f} ms"
+                     for limit, r in sorted(rounds.items()))
+    return f"{each} (capacity {rounds[1]['capacityRps']:.1f} req/s)"
 
 
 def assert_the_paper_s_order(rounds: dict[int, dict]) -> None:
     """A limit of 1024 lets a queue build (long tails, nothing refused), 20 bounds the tail at the
     price of refusals, 1 refuses and keeps only the shortest responses."""
     one, twenty, big = rounds[1], rounds[20], rounds[1024]
-    assert big["circuitBrokenShare"] == 0
-    assert one["circuitBrokenShare"] > 0.05 and twenty["circuitBrokenShare"] > 0.05
-    assert big["successP99Ms"] > 2 * twenty["successP99Ms"]
-    assert twenty["successP99Ms"] > 2 * one["successP99Ms"]
+    seen = summary(rounds)
+    assert big["circuitBrokenShare"] == 0, seen
+    assert _overloaded(rounds), seen
+    assert big["successP99Ms"] > 2 * twenty["successP99Ms"], seen
+    assert twenty["successP99Ms"] > 2 * one["successP99Ms"], seen
     assert all(r["oracleViolations"] == [] for r in rounds.values())
 
 
