@@ -4,7 +4,7 @@
 # afterwards), makes the local base images if missing (scripts/make-base-image.sh: no registry is
 # reachable from our machines): one with Python and Java (--java), and one that adds this host's
 # Node.js and Go (--node --go, made from the first without downloading Debian again) for the
-# Node.js and Go clients; then runs the tests marked `docker` (closed and open loop).
+# Node.js and Go clients; then runs the tests marked `docker` (closed and open loop, a topology).
 #
 # usage (root): scripts/docker-e2e.sh [pytest arguments]
 set -eu
@@ -32,4 +32,4 @@ if ! docker image inspect "$polyglot_base" >/dev/null 2>&1; then
     scripts/make-base-image.sh --node --go --from "$base" "$polyglot_base" >/dev/null
 fi
 RBL_DOCKER_BASE="$base" RBL_DOCKER_POLYGLOT_BASE="$polyglot_base" python3 -m pytest -q -m docker tests/test_docker_backend.py \
-    tests/test_docker_open_loop.py "$@"
+    tests/test_docker_open_loop.py tests/test_docker_topology.py "$@"

@@ -235,14 +235,18 @@ def test_topology_is_a_keyword_only_where_a_statement_starts():
     assert errors("space s {\n  users = 1\n  fault.kind = topology\n  client istio.retry {}\n}\n")[0][0] == "E0211"
 
 
-@pytest.mark.parametrize("backend", ["docker", "kubernetes"])
-def test_a_topology_on_another_backend_is_a_located_refusal_naming_the_one_that_runs_it(tmp_path, backend):
+@pytest.mark.parametrize("args, refusal, hint", [
+    (["--backend", "kubernetes"], "a topology (`topology { ... }`) runs on the local and docker backends; "
+                                  "--backend kubernetes cannot run it yet", "--backend docker runs each replica"),
+    (["--backend", "docker", "--network", "host"], "a topology runs each replica in a network namespace of its own",
+     "leave out --network host"),
+])
+def test_a_topology_a_backend_cannot_run_is_a_located_refusal_naming_what_runs_it(tmp_path, args, refusal, hint):
     from .conftest import REPO, run_rbl
     spec = REPO / "examples" / "boutique-cart.rbl"
     line = next(n for n, text in enumerate(spec.read_text().splitlines(), 1) if text.strip().startswith("topology"))
-    done = run_rbl("run", str(spec), "--backend", backend, "-o", "run", cwd=tmp_path, timeout=120)
+    done = run_rbl("run", str(spec), *args, "-o", "run", cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert f"boutique-cart.rbl:{line}:3: a topology (`topology {{ ... }}`) runs on the local backend only" \
-        in done.stderr, done.stderr
-    assert "leave out --backend: the local backend runs" in done.stderr
+    assert f"boutique-cart.rbl:{line}:3: {refusal}" in done.stderr, done.stderr
+    assert hint in done.stderr
     assert not (tmp_path / "run").exists()

@@ -59,13 +59,18 @@ class BackendChoice:
         return self.name == "kubernetes"
 
     def check_plan(self, header: dict, spec: Path | None = None) -> None:
-        """Topologies run on the local backend only (open-loop load and populations run on every
-        backend). A refusal names the line of `spec` (an .rbl file) that asks for it."""
-        if "topology" in header and self.name != "local":
+        """Topologies run on the local and docker backends (open-loop load and populations run on
+        every backend). A refusal names the line of `spec` (an .rbl file) that asks for it."""
+        if "topology" in header and self.name == "kubernetes":
             raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}a topology (`topology {{ ... }}`) runs on the local "
-                             f"backend only; --backend {self.name} cannot run it yet",
-                             hint="leave out --backend: the local backend runs each service under its own CPU "
-                                  "budget; `rbl compile --target istio` writes its policies for a real mesh")
+                             f"and docker backends; --backend {self.name} cannot run it yet",
+                             hint="--backend docker runs each replica in a container under its own CPU limit, "
+                                  "with a sidecar Envoy beside it; `rbl compile --target istio` writes its policies "
+                                  "for a real mesh")
+        if "topology" in header and self.name == "docker" and self.network == "host":
+            raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}a topology runs each replica in a network namespace "
+                             "of its own (its sidecar joins it), which --network host does not give",
+                             hint="leave out --network host: the run's own bridge network is the default")
 
     def build(self):
         """The backend itself: one that starts a plan's services for this runner (runner/backend.py's

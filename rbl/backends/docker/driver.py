@@ -9,7 +9,8 @@ interrupted. Services bind loopback (host network) or live in the run's network 
 127.0.0.1 ports published. A mesh client's sidecar Envoy is a container whose network namespace
 its client joins (deployment.sidecar_service); the runner switches its configuration by renaming
 files into its bind-mounted xDS directory and reads its admin API on a published port, as the
-local backend does with a sidecar process (rbl/mesh/sidecar.py).
+local backend does with a sidecar process (rbl/mesh/sidecar.py). A topology's services are
+containers too, each replica with its own CPU limit and its callers' sidecars beside it (topology.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ... import __version__
-from ...dataplane.target_token import TOKEN_ENV
+from ...dataplane.target_token import TOKEN_ENV, TOKEN_HEADER
 from ...errors import EnvironmentMissing, UsageError
 from ...libraries.istio import release_of
 from ...mesh.sidecar import Sidecar, SidecarError
@@ -40,9 +41,14 @@ from ...targets.compose.sidecars import host_sidecar, upstream_of
 from ...targets.client_builds import client_artifact
 from ...targets.compose.target_replicas import (ENDPOINT_STATS_FILE, describe_targets, nano_cpus, replica_port,
                                                 save_endpoint_stats)
+from ...targets.compose.topology_services import (CHAIN_IMAGE, CHAIN_PORT, COMPOSE_TOKEN, REPLICA_ROLE,
+                                                  SERVICE_SIDECAR_ROLE, replica_containers)
 from ...targets.envoy_binary import ENVOY_WHEEL_VERSION
+from ...topology import topology_from_record
 from ..net import HOST, free_port, reported_limit, reported_version
+from ..topology_control import TopologyFaults
 from .builds import build_images
+from .topology import ContainerTopology, describe_topology, runner_ports
 
 NETWORKS = ("bridge", "host")
 SIDECAR_DEATH_GRACE_S = 3.0      # how long a sidecar whose admin API broke off may take to be seen stopped
@@ -96,6 +102,10 @@ class DockerBackend:
         are built inside their images, so no local java or mvn is needed. An open-loop plan's load
         generator runs on this machine (built here, with Go), calling the containers' published
         ports: outside the containers, so its own CPU never comes out of their limits."""
+        if "topology" in header and self.options.network == "host":
+            raise UsageError("a topology runs each replica in a network namespace of its own (its sidecar joins "
+                             "it), which --network host does not give",
+                             hint="leave out --network host: the run's own bridge network is the default")
         deployment, _ = plan_deployment(header, self.options.images)
         if deployment.warnings:
             raise EnvironmentMissing(deployment.warnings[0], hint="the docker backend runs only client services "
@@ -136,6 +146,10 @@ class DockerServices:
         self.sidecars: dict[str, Sidecar] = {}              # a mesh client's library -> its sidecar
         self.upstream_host: str | None = None               # the fault proxy's address, as a sidecar reaches it
         self.target_description = ""                        # the target's containers and their CPU limits
+        # a topology's replicas (by container name) and, once they run, the runner's hold on them
+        self.replica_containers = {r.name: r for r in replica_containers(topology_from_record(header["topology"]))} \
+            if "topology" in header else {}
+        self.topology: ContainerTopology | None = None
 
     @staticmethod
     def _layout(network: str, header: dict) -> Layout:
@@ -158,12 +172,14 @@ class DockerServices:
                 self.network = self.engine.networks.create(f"rbl-{self.run_id}", driver="bridge",
                                                            labels={"rbl.run": self.run_id})
             # the target's replicas, the proxy, then the clients; a sidecar before its client (deployment_for)
-            for service in self.deployment.services:
+            for service in self._start_order():
                 self._start(service, context)
                 if service.name == self.deployment.proxy_name:
                     self.fault = FaultControl(HOST, self._target_port(ADMIN_PORT))
                     self.upstream_host = self._proxy_address()
                     self.target_description = describe_targets(self.deployment, self.containers, self.proxy_kind)
+            if self.replica_containers:
+                self._hold_topology(context)
         except BaseException as error:
             self.stop()
             if isinstance(error, _engine_lost_errors()):
@@ -200,6 +216,27 @@ class DockerServices:
                 pass
             self.network = None
 
+    def _start_order(self) -> list[Service]:
+        """The deployment's order, except that a topology's replicas start from the last tier up (each
+        with its sidecar after it): a sidecar then finds the names of the replicas it calls from the start."""
+        services = list(self.deployment.services)
+        tiers = [s for s in services if s.role in (REPLICA_ROLE, SERVICE_SIDECAR_ROLE)]
+        groups: list[list[Service]] = []
+        for service in tiers:
+            if service.role == REPLICA_ROLE:
+                groups.append([service])
+            else:
+                groups[-1].append(service)
+        rest = [s for s in services if s not in tiers]
+        return [s for group in reversed(groups) for s in group] + rest
+
+    def _hold_topology(self, context: Path) -> None:
+        """The runner's hold on the started topology; faults at a service go through it (TopologyFaults)."""
+        topology = topology_from_record(self.header["topology"])
+        self.topology = ContainerTopology(topology, self.target_token, context, self.host_ports, release_of(self.header))
+        self.fault = TopologyFaults(self.fault, self.topology)
+        self.target_description = describe_topology(topology, self.containers)
+
     # -- containers ----------------------------------------------------------------------------
     def _image(self, service: Service) -> str:
         if service.role == "sidecar":            # its client's image, which holds Envoy
@@ -214,7 +251,10 @@ class DockerServices:
         environment = dict(service.environment)
         if service.role == "target":         # not in the compose file: a token belongs to one run
             environment[TOKEN_ENV] = self.target_token
-        kwargs = dict(image=image, command=list(service.command) or None, environment=environment,
+        command = list(service.command)
+        if service.role == REPLICA_ROLE:     # the run's token, not the compose file's
+            command = [self.target_token if argument == COMPOSE_TOKEN else argument for argument in command]
+        kwargs = dict(image=image, command=command or None, environment=environment,
                       init=True, name=f"rbl-{self.run_id}-{service.name}", detach=True,
                       labels={"rbl.run": self.run_id, "rbl.role": service.role, "rbl.plan": self.header["name"],
                               **({"rbl.library": service.library} if service.library else {})})
@@ -230,8 +270,7 @@ class DockerServices:
         elif service.network_of:                 # a mesh client, in its sidecar's namespace
             kwargs["network_mode"] = f"container:{self.containers[service.network_of].id}"
         else:
-            # a replica's httpbin too, so the host sees it become ready (compose uses its healthcheck)
-            inside = [port for _, port in service.ports] or [port for port in [replica_port(service)] if port]
+            inside = [port for _, port in service.ports] or self._runner_ports(service)
             ports = {container: free_port() for container in inside}
             self.host_ports[service.name] = ports
             kwargs["ports"] = {f"{container}/tcp": (HOST, host) for container, host in ports.items()}
@@ -243,6 +282,14 @@ class DockerServices:
         self._wait_ready(service, container)
         if service.role == "sidecar":
             self._drive_sidecar(service, context)
+
+    def _runner_ports(self, service: Service) -> list[int]:
+        """What a container without ports of its own publishes for the runner: a target replica's httpbin,
+        so the host sees it become ready (compose uses its healthcheck); a topology replica's control
+        and its sidecar's admin API."""
+        if service.role == REPLICA_ROLE:
+            return runner_ports(self.replica_containers[service.name])
+        return [port for port in [replica_port(service)] if port]
 
     def _create(self, service: Service, kwargs: dict):
         from docker.errors import APIError
@@ -294,6 +341,11 @@ class DockerServices:
         if service.name == self.deployment.proxy_name:
             return [f"http://{HOST}:{self._target_port(ADMIN_PORT)}/ready",
                     f"http://{HOST}:{self._target_port(PROXY_PORT)}/status/200"]
+        if service.role == REPLICA_ROLE:         # rbl-chain answers its control with the run's token only
+            url = f"http://{HOST}:{self.host_ports[service.name][CHAIN_PORT]}/rbl/stats"
+            return [urllib.request.Request(url, headers={TOKEN_HEADER: self.target_token})]
+        if service.role == SERVICE_SIDECAR_ROLE:  # on the port its replica's container publishes
+            return [f"http://{HOST}:{self.host_ports[service.network_of][SIDECAR_ADMIN_PORT]}/ready"]
         if service.role == "target":             # a replica behind the proxy
             port = replica_port(service)
             if not self.deployment.layout.host_network:
@@ -317,8 +369,9 @@ class DockerServices:
             if container.status == "exited" or time.monotonic() > deadline:
                 tail = container.logs(tail=20).decode(errors="replace").strip()
                 why = "exited" if container.status == "exited" else f"not ready after {self.options.ready_timeout:.0f} s"
+                waited = getattr(pending[0], "full_url", pending[0])
                 raise EnvironmentMissing(f"container {container.name} ({service.name}) {why}; its last output:\n{tail}",
-                                         hint=f"it was waiting for {pending[0]}")
+                                         hint=f"it was waiting for {waited}")
             time.sleep(0.2)
 
     # -- the executor's interface (runner/backend.py: Services) ---------------------------------
@@ -356,7 +409,13 @@ class DockerServices:
         return f"http://{HOST}:{self.host_ports[self.deployment.sidecar_of(library).name][SIDECAR_PORT]}{path}"
 
     def configure_client(self, library: str, pattern: str, config: dict) -> None:
-        if library in self.sidecars:          # a library client's jobs carry its configuration
+        if self.topology is not None:         # the policies where their hosts place them (topology_control.py)
+            mesh = library in self.sidecars
+            self.topology.configure(pattern if mesh else None, config)
+            if mesh:
+                self._ask_sidecar(library, lambda sidecar: sidecar.apply_resources(
+                    *self.topology.entry_resources(sidecar, pattern)))
+        elif library in self.sidecars:        # a library client's jobs carry its configuration
             self._ask_sidecar(library, lambda sidecar: sidecar.apply(pattern, config))
 
     def client_counters(self, library: str) -> dict[str, int] | None:
@@ -371,7 +430,7 @@ class DockerServices:
         return reported_limit(*self.client_address(library), instance)
 
     def hop_counters(self) -> dict | None:
-        return None                           # topologies run on the local backend only (backend_choice.py)
+        return self.topology.counters() if self.topology is not None else None
 
     def _ask_sidecar(self, library: str, ask):
         """A sidecar whose container stopped fails the round, as a client that stops does (the
@@ -423,7 +482,7 @@ class DockerServices:
         (the target entrypoint serves rbl.dataplane.target_app when RBL_TARGET_TOKEN is set). A
         prebuilt target (--image target=REF) may not know the token: then only lost_services
         checks it, by container id and status."""
-        if self.images.is_prebuilt("target"):
+        if self.images.is_prebuilt(CHAIN_IMAGE if self.replica_containers else "target"):
             return None
         return f"http://{HOST}:{self._target_port(PROXY_PORT)}", self.target_token
 

@@ -31,7 +31,6 @@ from ...clients.protocol import max_jobs_arguments
 from ...compiler.plan import axis_largest
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing
-from ...libraries.composition import BASELINE
 from ...libraries.istio import release_of
 from ...plan_records import MESH_SERVICE, OPEN_LOOP_CONNECTIONS, is_open_loop
 from ...store.run_layout import TOPOLOGY
@@ -46,7 +45,8 @@ from ..net import HOST, free_port, reported_limit, reported_version
 from ...mesh.sidecar import Sidecar, SidecarError
 from ...mesh.sidecar_config import SidecarAddresses
 from .cpu_budget import CpuBudget, budget_name, create_budget
-from .topology import TopologyFaults, TopologyServices
+from ..topology_control import TopologyFaults
+from .topology import TopologyServices
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
@@ -359,14 +359,10 @@ class LocalServices:
         """The configuration's policies where their hosts place them: the services' sidecars, and for
         a mesh client its own sidecar, which calls the entry service (through the fault proxy)."""
         mesh = library in self.sidecars
-        try:
-            placed = self.topology.configure(pattern if mesh else None, config)
-        except SidecarError as error:
-            raise ServicesLost(f"a topology sidecar did not take the configuration: {error}") from error
+        self.topology.configure(pattern if mesh else None, config)
         if mesh:
-            resources = lambda sidecar: sidecar.resources_of(placed[self.topology.topology.entry],  # noqa: E731
-                                                             pattern == BASELINE)
-            self._ask_sidecar(library, lambda sidecar: sidecar.apply_resources(*resources(sidecar)))
+            self._ask_sidecar(library, lambda sidecar: sidecar.apply_resources(
+                *self.topology.entry_resources(sidecar, pattern)))
 
     def client_counters(self, library: str) -> dict[str, int] | None:
         return self._ask_sidecar(library, Sidecar.counters) if library in self.sidecars else None

@@ -96,7 +96,7 @@ def _endpoints(topology: Topology, caller: str) -> dict[str, list[tuple[str, int
     return {callee: [(r.name, CHAIN_PORT) for r in replicas if r.service == callee] for callee in callees}
 
 
-def _by_dns(clusters: list[dict]) -> list[dict]:
+def by_dns(clusters: list[dict]) -> list[dict]:
     """Envoy's STATIC cluster takes addresses only; the replicas have names on the compose network."""
     return [{**resource, "type": "STRICT_DNS", "dns_lookup_family": "V4_ONLY"} for resource in clusters]
 
@@ -114,14 +114,16 @@ def topology_files(header: dict, sidecar_dir_in_container: str, sidecar_port: in
         if not replica.calls:
             continue
         route, clusters = caller_resources({}, _endpoints(topology, replica.service), release=release_of(header))
-        # the replica's port is taken in the shared namespace: the sidecar's upstream is its callees
-        addresses = SidecarAddresses(sidecar_port, sidecar_admin_port, "127.0.0.1", CHAIN_PORT, "127.0.0.1")
+        # the replica's port is taken in the shared namespace: the sidecar's upstream is its callees.
+        # Bound on every address of the namespace, as a mesh client's sidecar: the runner reaches the
+        # admin API through the port the replica's container publishes, which arrives on its network address
+        addresses = SidecarAddresses(sidecar_port, sidecar_admin_port, "127.0.0.1", CHAIN_PORT, "0.0.0.0")
         directory = replica.sidecar_directory
         files[f"{directory}/envoy.json"] = _json(sidecar_bootstrap(
             addresses, f"{sidecar_dir_in_container}/rds.json", f"{sidecar_dir_in_container}/cds.json",
             node_id=f"{project}.{replica.sidecar}", faults=True))
         files[f"{directory}/rds.json"] = _json(discovery_response(route, FIRST_VERSION))
-        files[f"{directory}/cds.json"] = _json({"version_info": FIRST_VERSION, "resources": _by_dns(clusters)})
+        files[f"{directory}/cds.json"] = _json({"version_info": FIRST_VERSION, "resources": by_dns(clusters)})
     return files
 
 

@@ -1,0 +1,65 @@
+"""A 2-tier topology with a sidecar per calling service, run the same way on every backend that runs
+topologies (the docker backend's test_docker_topology.py; the local one's test_topology_run.py
+checks the same placement on a 3-tier chain): a pool limit of 1 placed on the tier-2 service is
+enforced by the tier-1 service's sidecar alone (Envoy's UO: upstream overflow, in the calls of tier 2),
+and placed on the entry by the client's own sidecar alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rbl.store.hops import read_hops
+
+from .conftest import run_rbl
+
+SPEC = """space two_tier {
+  users = 6
+  successes = 15
+  max_requests = 300
+  topology {
+    service front {
+      work = none()
+      calls back
+    }
+    service back {
+      work = sleep(20ms)
+      cpus = 0.5
+    }
+  }
+  client istio.circuit_breaker {
+    http2MaxRequests = 1
+    host in [front, back]
+  }
+}
+"""
+
+
+def two_tier_run(work: Path, *backend: str) -> tuple[Path, list[dict], list[dict], str]:
+    """The run's directory, its result rows, its hop records and what it printed."""
+    (work / "two-tier.rbl").write_text(SPEC)
+    done = run_rbl("run", "two-tier.rbl", "-o", "run", *backend, cwd=work, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = work / "run"
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return out, rows, list(read_hops(out)), done.stdout + done.stderr
+
+
+def assert_each_limit_refuses_at_its_tier(rows: list[dict], hops: list[dict]) -> None:
+    """host = back: the front's sidecar overflows in its calls of back, the client's sidecar refuses
+    nothing (the failures come up the chain as the front's answers); host = front: the reverse."""
+    assert len(hops) == 2 and all(record["oracleViolations"] == [] for record in hops), hops
+    for host in ("front", "back"):
+        mine = [r for r in rows if r["config"]["host"] == host]
+        (record,) = [h for h in hops if h["scenarioIndex"] == mine[0]["scenarioIndex"]]
+        (edge,) = record["edges"]
+        assert (edge["caller"], edge["callee"]) == ("front", "back")
+        refused_by_client = sum(r["circuitBrokenRequests"] for r in mine)
+        print(f"host = {host}: the client's sidecar refused {refused_by_client}, "
+              f"front's sidecar overflowed {edge['sidecarPoolOverflows']} of {edge['calls']} calls of back")
+        if host == "back":
+            assert edge["sidecarPoolOverflows"] > 0 and refused_by_client == 0
+            services = {s["service"]: s for s in record["services"]}
+            assert services["front"]["answeredFailed"] > 0        # the refusals went up the chain
+        else:
+            assert refused_by_client > 0 and edge["sidecarPoolOverflows"] == 0
