@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from .test_docker_backend import POLYGLOT_BASE, docker_json
-from .two_tier import assert_each_limit_refuses_at_its_tier, two_tier_run
+from .two_tier import (FAULT_AT_BACK, assert_each_limit_refuses_at_its_tier,
+                       assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar, two_tier_run)
 
 # rbl-chain builds with Go and runs on Debian; the target (the fault proxy, and the sidecars' Envoy)
 # and the mesh client on Python: all from the base with this host's Go (no registry here)
@@ -36,3 +37,10 @@ def test_a_limit_at_tier_2_refuses_at_tier_2_only_in_containers(engine, tmp_path
     # the services' logs are kept; their containers and the run's network are gone
     assert (out / "logs" / "svc-back.log").is_file() and (out / "logs" / "sidecar-svc-front.log").is_file()
     assert docker_json("ps", "-a", "--filter", "label=rbl.plan=two_tier") == []
+
+
+@pytest.mark.docker
+def test_a_fault_at_tier_2_is_injected_by_its_replica_containers(engine, tmp_path):
+    _, rows, hops, printed = two_tier_run(tmp_path, "--backend", "docker", *IMAGES, spec=FAULT_AT_BACK)
+    assert "svc-back-2: no CPU limit" in printed, printed                # two replica containers of back
+    assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar(rows, hops)

@@ -17,6 +17,7 @@ import pytest
 from rbl.store.hops import read_hops
 
 from .conftest import as_from_a_shell, drawn_svg, run_rbl
+from .two_tier import FAULT_AT_BACK, assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar
 
 USERS = 8
 SPEC = f"""space chain {{
@@ -196,50 +197,12 @@ def test_the_report_shows_the_chain_tier_by_tier(chain_run, tmp_path):
     assert "answers per tier over time" in (tmp_path / "report" / "report.html").read_text().lower()
 
 
-FAULT_AT_BACK = """space deep_fault {
-  users = 4
-  successes = 20
-  max_requests = 400
-  fault.rate = 50%
-  fault.at = back
-  topology {
-    service front {
-      work = none()
-      calls back
-    }
-    service back {
-      work = none()
-      replicas = 2
-    }
-  }
-  client istio.retry {
-    attempts = 3
-    retryOn = "5xx"
-    host = back
-  }
-  client istio.baseline {}
-}
-"""
-
-
 def test_a_fault_at_a_deep_service_is_injected_and_measured_there(tmp_path):
     (tmp_path / "deep.rbl").write_text(FAULT_AT_BACK)
     done = run_rbl("run", "deep.rbl", "-o", "run", cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    hops = {h["client"]: h for h in read_hops(tmp_path / "run")}
-    for row in rows:
-        assert 35 <= row["faultRateApplied"] <= 65, row["faultRateApplied"]    # 50% of the back's requests
-        assert row["oracleViolations"] == []
-    # the retry placed on the back retries the back's own aborts in the front's sidecar ...
-    retried = hops["istio.retry"]["edges"][0]
-    assert retried["sidecarRetries"] > 0 and retried["sidecarUpstreamRequests"] > retried["calls"]
-    assert hops["istio.retry"]["services"][0]["answeredFailed"] < hops["istio.baseline"]["services"][0]["answeredFailed"]
-    # ... and nothing aborts at the entry: the proxy in front of it injected nothing
-    baseline = hops["istio.baseline"]
-    assert baseline["edges"][0]["sidecarRetries"] == 0
-    assert baseline["services"][0]["answeredFailed"] > 0
-    assert all(r["circuitBrokenRequests"] == 0 for r in rows)
+    assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar(rows, read_hops(tmp_path / "run"))
 
 
 def test_the_chains_metrics_are_columns_rbl_diff_compares(chain_run, tmp_path):
