@@ -85,3 +85,28 @@ def test_the_pool_limits_order_in_containers_as_on_this_machine(engine, tmp_path
         assert_the_paper_s_order(rounds)
     assert order_by_tail(in_docker) == order_by_tail(on_host) == [1, 20, 1024]
     assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=overload_pool")
+
+
+@pytest.mark.docker
+def test_calibrate_measures_in_containers_and_a_docker_run_finds_it(engine, tmp_path):
+    """`rbl calibrate --backend docker` measures through the containers (stored under docker, apart
+    from the local key), --show prints it, and a docker run uses it without measuring again."""
+    spec = tmp_path / "spikes.rbl"
+    spec.write_text(SPIKES)
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = run_rbl("calibrate", "spikes.rbl", "--backend", "docker", *IMAGES, cwd=tmp_path, timeout=600, env=cache)
+    assert done.returncode == 0, done.stdout + done.stderr
+    capacity = float(done.stdout)
+    assert capacity > 0 and "0.25 CPU enforced by Docker" in done.stderr, done.stderr
+    stored = json.loads((tmp_path / "cache" / "rbl" / "capacity.json").read_text())
+    assert [json.loads(key)["target"].get("backend") for key in stored] == ["docker"]
+    assert "otherWork" not in next(iter(stored.values()))         # the containers are not this process tree's
+    shown = run_rbl("calibrate", "spikes.rbl", "--backend", "docker", "--show", *IMAGES, cwd=tmp_path, env=cache)
+    assert shown.returncode == 0 and f"{capacity:g}" in shown.stdout, shown.stdout + shown.stderr
+    local = run_rbl("calibrate", "spikes.rbl", "--show", cwd=tmp_path, env=cache)       # another key
+    assert local.returncode != 0 and "no capacity of this target is stored" in local.stderr
+    run = run_rbl("run", "spikes.rbl", "-o", "out", "--backend", "docker", *IMAGES, "--set", "load.duration = 4s",
+                  "--set", "load.warmup = 1s", cwd=tmp_path, timeout=600, env=cache)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "calibrating first" not in run.stderr and f"target capacity: {capacity:g} req/s" in run.stderr
+    assert not docker_json("ps", "-a", "--filter", "label=rbl.plan=spikes")

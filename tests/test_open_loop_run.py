@@ -247,3 +247,16 @@ def test_an_interrupted_open_loop_run_stops_its_load_and_resumes(tmp_path):
     found = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["round"] for r in found) == [1, 2]
     assert sorted(p.name for p in (out / "requests").glob("*/*")) == ["round-1.parquet", "round-2.parquet"]
+
+
+@pytest.mark.parametrize("args, refusal", [
+    (["--backend", "kubernetes"], "each shard's pod measures its own target's capacity"),
+    (["--backend", "docker", "--proxy", "builtin"], "--proxy and --workers apply to the local backend"),
+    (["--image", "python=x"], "--image and --network apply to --backend docker"),
+])
+def test_calibrate_refuses_what_its_backend_cannot_take(tmp_path, args, refusal):
+    (tmp_path / "spikes.rbl").write_text(SPIKES)
+    done = run_rbl("calibrate", "spikes.rbl", *args, cwd=tmp_path, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert refusal in done.stderr, done.stderr
+    assert not (tmp_path / "cache" / "rbl" / "capacity.json").exists()

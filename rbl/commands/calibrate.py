@@ -1,4 +1,5 @@
-"""`rbl calibrate`: the capacity of a spec's target on this machine, for open-loop load given as a share of it."""
+"""`rbl calibrate`: the capacity of a spec's target on this machine (as processes, or in containers),
+for open-loop load given as a share of it."""
 
 from __future__ import annotations
 
@@ -21,11 +22,19 @@ def calibrate(spec: Path = SpecArg,
                                                                  "or builtin (capacity is stored per proxy)."),
               workers: Optional[int] = typer.Option(None, "--workers", min=1,
                                                     help="gunicorn workers per target replica without a CPU "
-                                                         "budget [default: one per core].")):
+                                                         "budget [default: one per core]."),
+              backend_name: str = typer.Option("local", "--backend", autocompletion=choices("local", "docker"),
+                                               help="Where the runs will run: local (processes) or docker "
+                                                    "(containers); capacity is stored per backend."),
+              network: str = typer.Option("bridge", "--network", autocompletion=choices("bridge", "host"),
+                                          help="docker backend: bridge (a network of its own) or host."),
+              image: list[str] = typer.Option([], "--image", "--base-image", metavar="NAME=REF",
+                                              help="docker backend: a base or prebuilt image, as for `rbl run`.")):
     """Measure the spec's target's capacity on this machine: the highest rate of successful
     requests whose p95 response time stays under the spec's `load.slo` (default 100 ms), through
-    the fault proxy at 0% faults. Stored per machine and target; open-loop specs that give
-    `load.rate` as a share of capacity use it."""
+    the fault proxy at 0% faults. Stored per machine, target and backend; open-loop specs that give
+    `load.rate` as a share of capacity use it. A run on a cluster (--backend kubernetes) measures
+    it in each shard's pod instead."""
     import tempfile
     from rich.console import Console
     from ..backends.local.backend import LocalBackend, LocalOptions
@@ -38,9 +47,25 @@ def calibrate(spec: Path = SpecArg,
     space = compile_spec(spec).space
     header = plan_header(space)
     slo_ms = slo_of(iter_scenarios(space)) if space.workload is not None else 100.0
-    options = LocalOptions(proxy=proxy) if workers is None else LocalOptions(proxy=proxy, workers=workers)
-    backend = LocalBackend(options)
-    key = target_key(header["target"], backend.proxy.kind, slo_ms, header.get("topology"))
+    if backend_name == "docker":
+        if proxy != "auto" or workers is not None:
+            raise UsageError("--proxy and --workers apply to the local backend",
+                             hint="in containers, the target's image decides the proxy: --image envoy=none gives "
+                                  "rbl's own")
+        from ..backends.docker.driver import DockerBackend, DockerOptions
+        backend = DockerBackend(DockerOptions(network=network, images=image))
+        proxy_kind = backend.proxy_kind(header)
+    elif backend_name == "local":
+        if image or network != "bridge":
+            raise UsageError("--image and --network apply to --backend docker")
+        options = LocalOptions(proxy=proxy) if workers is None else LocalOptions(proxy=proxy, workers=workers)
+        backend = LocalBackend(options)
+        proxy_kind = backend.proxy.kind
+    else:
+        raise UsageError(f"--backend must be local or docker, got {backend_name!r}",
+                         hint="on a cluster (`rbl run --backend kubernetes`), each shard's pod measures its own "
+                              "target's capacity at the start of its run")
+    key = target_key(header["target"], proxy_kind, slo_ms, header.get("topology"), backend.name)
     say = lambda text: console.print(text, highlight=False, markup=False)   # noqa: E731  (nothing stored is markup)
     stored = stored_capacity(key, say)
     if show:
@@ -66,10 +91,11 @@ def calibrate(spec: Path = SpecArg,
     with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
         (Path(work) / "logs").mkdir()
         with backend.start(target_only, Path(work), Path(work) / "logs", prepared) as services:
-            say(f"target: {services.target_description}; fault proxy: {backend.proxy.describe()}")
+            say(f"target: {services.target_description}; fault proxy: {services.proxy_kind} "
+                f"{services.proxy_version or ''}".rstrip())
             say(f"calibrating {header['target']['path']}: p95 under {slo_ms:g} ms")
             record = measure(prepared.loadgen, services.target_url(header["target"]["path"]), slo_ms,
-                             Path(work) / "steps", say=say)
+                             Path(work) / "steps", say=say, samples_other_work=backend.samples_other_work)
     if record["capacity_rps"] <= 0:
         raise RblError(f"the target did not serve even {MIN_RPS} req/s with p95 under {slo_ms:g} ms",
                        hint="give it more CPU (target.cpus) or less work per request")

@@ -117,6 +117,11 @@ class DockerBackend:
                 loadgen = client_artifact("loadgen", say=notice.say)
         return Prepared(loadgen=loadgen)   # the images build the clients when the services start
 
+    def proxy_kind(self, header: dict) -> str:
+        """The fault proxy the plan's target container runs: Envoy when its image holds one."""
+        _, images = plan_deployment(header, self.options.images)
+        return "envoy" if images.with_envoy else "builtin"
+
     def session_settings(self) -> dict:
         return {"network": self.options.network}
 
@@ -133,7 +138,7 @@ class DockerServices:
         self.target_token = secrets.token_hex(16)          # the target answers with it (target_app)
         layout = self._layout(options.network, header)
         self.deployment, self.images = plan_deployment(header, options.images, layout)
-        self.proxy_kind = "envoy" if self.images.with_envoy else "builtin"
+        self.proxy_kind = "envoy" if self.images.with_envoy else "builtin"     # as DockerBackend.proxy_kind
         # an Envoy copied from a user's image may be any release
         self.proxy_version = (ENVOY_WHEEL_VERSION if self.images.envoy_from_wheel else None) if self.images.with_envoy \
             else __version__
