@@ -79,8 +79,10 @@ def compile_(spec: Path = SpecArg,
         return
     header = plan_header(space)
     if space.topology is not None and target == "kubernetes":
-        raise UsageError("--target kubernetes cannot deploy a topology yet: its services and their sidecars run on "
-                         "the local backend (`rbl run`)",
+        from .backend_choice import TOPOLOGY_LINE, spec_location
+        raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}--target kubernetes cannot deploy a topology yet: its "
+                         "services and their sidecars run on the local and docker backends (`rbl run`, `rbl run "
+                         "--backend docker`)",
                          hint="`rbl compile --target istio -o DIR` writes the topology's policies for a real mesh, "
                               "`--target compose` its services and sidecars as containers; `-o -` prints the plan")
     if space.topology is not None and target == "compose":
