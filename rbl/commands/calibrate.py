@@ -38,6 +38,7 @@ def calibrate(spec: Path = SpecArg,
     import tempfile
     from rich.console import Console
     from ..backends.local.backend import LocalBackend, LocalOptions
+    from ..backends.local.proxy import ProxyChoice
     from ..compiler.plan import plan_header
     from ..compiler.expand import iter_scenarios
     from ..runner.interrupts import sigterm_as_interrupt
@@ -91,8 +92,8 @@ def calibrate(spec: Path = SpecArg,
     with sigterm_as_interrupt(), tempfile.TemporaryDirectory(prefix="rbl-calibrate-") as work:
         (Path(work) / "logs").mkdir()
         with backend.start(target_only, Path(work), Path(work) / "logs", prepared) as services:
-            say(f"target: {services.target_description}; fault proxy: {services.proxy_kind} "
-                f"{services.proxy_version or ''}".rstrip())
+            running = ProxyChoice(services.proxy_kind, services.proxy_version)     # as it runs, on either backend
+            say(f"target: {services.target_description}; fault proxy: {running.describe()}")
             say(f"calibrating {header['target']['path']}: p95 under {slo_ms:g} ms")
             record = measure(prepared.loadgen, services.target_url(header["target"]["path"]), slo_ms,
                              Path(work) / "steps", say=say, samples_other_work=backend.samples_other_work)
