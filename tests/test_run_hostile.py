@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -197,6 +198,72 @@ def test_the_probe_tells_the_runs_target_from_an_impostor(answering):
     assert "without the run's token" in probe_target(answering(None), "t0k3n")
     assert "another run's token" in probe_target(answering("other"), "t0k3n")
     assert "failed" in probe_target("http://127.0.0.1:9", "t0k3n", timeout=2)
+
+
+def test_a_target_that_accepts_and_does_not_answer_in_time_is_busy_not_lost():
+    """A retry storm's backlog keeps every worker busy past the drain: the probe waits, it is no
+    lost target; a closed port is (above)."""
+    from rbl.runner.liveness import BUSY
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)                    # accepted by the kernel, never read: no answer
+    try:
+        began = time.monotonic()
+        problem = probe_target(f"http://127.0.0.1:{listener.getsockname()[1]}", "t0k3n", timeout=0.5)
+        assert problem is not None and problem.startswith(BUSY), problem
+        assert 0.5 <= time.monotonic() - began < 5
+    finally:
+        listener.close()
+
+
+class _SlowAtFirst(_Answer):
+    """Answers with the token only after `slow_s`: until then, each request waits a second first."""
+    slow_until = 0.0
+
+    def do_GET(self):
+        if time.monotonic() < self.slow_until:
+            time.sleep(1.0)
+        super().do_GET()
+
+
+class _Probed:
+    """A round's services reduced to what check_services asks: nothing lost, a target to probe."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.fault = type("Fault", (), {"clear": lambda self: None})()
+
+    def lost_services(self):
+        return []
+
+    def target_probe(self):
+        return self.url, "t0k3n"
+
+
+@pytest.mark.parametrize("slow_s, waited", [(1.5, True), (60.0, False)])
+def test_a_round_starts_once_a_busy_target_answers_and_a_target_that_stays_silent_is_lost(monkeypatch, slow_s, waited):
+    import functools
+    from rbl.runner import round as round_module
+    from rbl.runner.round import RoundFrame
+    monkeypatch.setattr(round_module, "probe_target", functools.partial(probe_target, timeout=0.3))
+    monkeypatch.setattr(round_module, "BUSY_GRACE_S", 4.0)
+    monkeypatch.setattr(round_module, "DRAIN_POLL_S", 0.05)
+    handler = type("Handler", (_SlowAtFirst,), {"token": "t0k3n", "slow_until": time.monotonic() + slow_s})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    frame = RoundFrame(_Probed(f"http://127.0.0.1:{server.server_port}"), {"clients": []}, "s")
+    try:
+        began = time.monotonic()
+        if waited:
+            frame.check_services("lib", through_proxy=True)         # busy, then answering: the round starts
+            assert time.monotonic() - began >= 1.0
+        else:
+            with pytest.raises(ServicesLost, match="no answer within 0.3 s"):
+                frame.check_services("lib", through_proxy=True)
+            assert time.monotonic() - began >= 4.0                 # the whole grace, no more than a probe beyond
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_an_impostor_behind_the_proxy_fails_the_first_round_and_stops_the_run(scripted, tmp_path, answering):

@@ -30,8 +30,9 @@ def process_problem(process) -> str | None:
     return f"exited (killed by signal {-code})" if code < 0 else f"exited with code {code}"
 
 
-# The proxy's own 503: its upstream overflowed or failed, as a target still working off an overloaded
-# round's queue makes it; an impostor answers otherwise (rbl/runner/round.py waits this one out)
+# The proxy's own 503 (its upstream overflowed or failed), or no answer in time: what a target still
+# working off an overloaded round's queue gives; an impostor answers otherwise, a gone target refuses
+# the connection (rbl/runner/round.py waits this one out)
 BUSY = "the fault proxy's upstream did not answer in time:"
 
 
@@ -47,6 +48,10 @@ def probe_target(base_url: str, token: str, timeout: float = PROBE_TIMEOUT) -> s
         connection.request("GET", PROBE_PATH)
         response = connection.getresponse()
         response.read()
+    except TimeoutError:
+        # connected to (or queued at) something that does not answer yet: a target whose workers are
+        # all still busy with an overloaded round's backlog looks so; a gone one refuses the connection
+        return f"{BUSY} GET {PROBE_PATH} got no answer within {timeout:g} s"
     except (OSError, http.client.HTTPException) as error:
         return f"a request through the fault proxy to the target failed: {error}"
     finally:

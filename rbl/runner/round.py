@@ -24,7 +24,7 @@ from .hops import PEAKS, HopSampler, chain_columns, highest, hop_record, increas
 from .liveness import BUSY, ServicesLost, probe_target
 
 DRAIN_POLL_S = 0.5
-BUSY_GRACE_S = 60.0      # how long a round's start waits for a target whose proxy still answers 503
+BUSY_GRACE_S = 60.0      # how long a round's start waits for a target still busy (503, or no answer in time)
 
 
 @dataclass(frozen=True)
