@@ -31,8 +31,26 @@ def test_a_taken_port_is_never_handed_out(monkeypatch):
     taken.listen()
     try:
         picks = iter([taken.getsockname()[1]] * 3 + [net.LOWEST_LISTEN_PORT + 7])
+        monkeypatch.setattr(net, "_HANDED_OUT", set())
         monkeypatch.setattr(net, "_ephemeral_start", lambda: 60000)
         monkeypatch.setattr(net._PICKER, "randrange", lambda low, high: next(picks))
         assert net.free_port() == net.LOWEST_LISTEN_PORT + 7
     finally:
         taken.close()
+
+
+def test_a_port_handed_out_once_is_not_handed_out_again_before_anything_binds_it(monkeypatch):
+    """Two picks before either service binds: the CI run whose sidecar and second target replica
+    got one port (the replica died: address already in use)."""
+    monkeypatch.setattr(net, "_HANDED_OUT", set())
+    first = net.free_port()
+    picks = iter([first, first, net.LOWEST_LISTEN_PORT + 11])
+    monkeypatch.setattr(net, "_ephemeral_start", lambda: 60000)
+    monkeypatch.setattr(net._PICKER, "randrange", lambda low, high: next(picks))
+    assert net.free_port() == net.LOWEST_LISTEN_PORT + 11
+
+
+def test_many_picks_in_one_process_are_all_distinct(monkeypatch):
+    monkeypatch.setattr(net, "_HANDED_OUT", set())
+    ports = [net.free_port() for _ in range(3000)]     # ~12,700 ports below the ephemeral range here
+    assert len(set(ports)) == len(ports)

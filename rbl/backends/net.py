@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import threading
 import urllib.request
 from pathlib import Path
 
@@ -18,6 +19,11 @@ LOWEST_LISTEN_PORT = 20000
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 PICK_ATTEMPTS = 64
 _PICKER = random.SystemRandom()     # not the global generator, which a run may seed
+# Every port this process has handed out: a port picked and not yet bound is free to the kernel, so
+# two picks before either service binds could get the same one (a CI run's sidecar and second target
+# replica did: the replica died with "address already in use"). A run hands out a few dozen at most.
+_HANDED_OUT: set[int] = set()
+_HANDING = threading.Lock()          # services start from several threads
 
 
 def _ephemeral_start() -> int:
@@ -31,18 +37,31 @@ def free_port() -> int:
     """A free port on loopback, random (so parallel runs do not collide) and below the kernel's
     ephemeral range where there is room (so no outgoing connection takes it before the service
     binds it); else one the kernel hands out."""
+    with _HANDING:
+        port = _pick()
+        _HANDED_OUT.add(port)
+        return port
+
+
+def _pick() -> int:
     start = _ephemeral_start()
     for _ in range(PICK_ATTEMPTS if start > LOWEST_LISTEN_PORT + 1000 else 0):
         port = _PICKER.randrange(LOWEST_LISTEN_PORT, start)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind((HOST, port))
             except OSError:
                 continue
             return port
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
+    for _ in range(PICK_ATTEMPTS):
+        with socket.socket() as sock:
+            sock.bind((HOST, 0))
+            port = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            return port
+    raise OSError("no free loopback port that this process has not handed out already")
 
 
 def reported_version(host: str, port: int) -> str | None:
