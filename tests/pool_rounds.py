@@ -46,8 +46,8 @@ def pool_run(work: Path, *backend: str, calibration_shown: bool = True) -> dict[
 def _overloaded(rounds: dict[int, dict]) -> bool:
     """Whether the load exceeded what the target served: the pool of 1 (which refuses whatever
     arrives while one request is in flight) and the pool of 20 both refused a clear share. The pool
-    of 20 is what tells an overload from a load the target almost keeps up with: a CI run at 150%
-    of a capacity measured on a busy moment saw it refuse under 5% (issue 43's twelfth stop)."""
+    of 20 is what tells an overload from a load the target almost keeps up with: at 150% of a
+    capacity measured on a busy moment it can refuse under 5%."""
     return rounds[1]["circuitBrokenShare"] > OVERLOADED_SHARE and rounds[20]["circuitBrokenShare"] > OVERLOADED_SHARE
 
 

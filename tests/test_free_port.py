@@ -40,8 +40,8 @@ def test_a_taken_port_is_never_handed_out(monkeypatch):
 
 
 def test_a_port_handed_out_once_is_not_handed_out_again_before_anything_binds_it(monkeypatch):
-    """Two picks before either service binds: the CI run whose sidecar and second target replica
-    got one port (the replica died: address already in use)."""
+    """Two picks before either service binds (a sidecar and a second target replica, say) must not get
+    one port: the one binding second would die with "address already in use"."""
     monkeypatch.setattr(net, "_HANDED_OUT", set())
     first = net.free_port()
     picks = iter([first, first, net.LOWEST_LISTEN_PORT + 11])

@@ -20,8 +20,8 @@ EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 PICK_ATTEMPTS = 64
 _PICKER = random.SystemRandom()     # not the global generator, which a run may seed
 # Every port this process has handed out: a port picked and not yet bound is free to the kernel, so
-# two picks before either service binds could get the same one (a CI run's sidecar and second target
-# replica did: the replica died with "address already in use"). A run hands out a few dozen at most.
+# two picks before either service binds could get the same one (a sidecar and a target replica, say:
+# the one that binds second dies with "address already in use"). A run hands out a few dozen at most.
 _HANDED_OUT: set[int] = set()
 _HANDING = threading.Lock()          # services start from several threads
 

@@ -17,7 +17,7 @@ from ...mesh.sidecar import Sidecar
 from ...mesh.sidecar_config import SidecarAddresses
 from ...targets.compose.deployment import SIDECAR_ADMIN_PORT, SIDECAR_PORT
 from ...targets.compose.topology_services import (CHAIN_PORT, FIRST_VERSION, ReplicaContainer, by_dns,
-                                                  replica_containers)
+                                                  replica_containers, replica_name)
 from ...topology import Topology
 from ..net import HOST
 from ..topology_control import Replica, TopologyControl
@@ -37,10 +37,8 @@ class ContainerTopology(TopologyControl):
     def __init__(self, topology: Topology, token: str, deployment_dir: Path, host_ports: dict[str, dict[int, int]],
                  istio_release: str | None = None):
         super().__init__(topology, token, istio_release)
-        self.containers: dict[tuple[str, int], str] = {}
         for container in replica_containers(topology):
             ports = host_ports[container.name]
-            self.containers[(container.service, container.index)] = container.name
             self.replicas.setdefault(container.service, []).append(
                 Replica(container.service, container.index, ports[CHAIN_PORT], container.cpus))
             if container.calls:
@@ -51,7 +49,7 @@ class ContainerTopology(TopologyControl):
                 self.sidecars.setdefault(container.service, []).append(sidecar)
 
     def endpoint(self, replica: Replica) -> tuple[str, int]:
-        return self.containers[(replica.service, replica.index)], CHAIN_PORT
+        return replica_name(replica.service, replica.index), CHAIN_PORT      # its container's name on the network
 
     def sidecar_clusters(self, clusters: list[dict]) -> list[dict]:
         return by_dns(clusters)
