@@ -121,13 +121,18 @@ def test_the_runner_image_context_holds_every_client_where_the_pods_rbl_looks(tm
     assert done.returncode == 0, done.stderr
     context = tmp_path / "k" / "kubernetes" / "image"
     dockerfile = (context / "Dockerfile").read_text()
-    assert 'LABEL dev.rbl.runner.clients="python,mesh,resilience4j,node,go,loadgen"' in dockerfile
+    assert 'LABEL dev.rbl.runner.clients="python,mesh,resilience4j,node,go,loadgen,chain"' in dockerfile
     assert "ARG BASE_IMAGE=" in dockerfile and "mvn" not in dockerfile and "npm ci" not in dockerfile
+    # a topology's replicas run rbl-chain from the image at a fixed path
+    assert f"RUN ln -s /opt/rbl-cache/rbl/clients/{cached_artifact('chain').name} /usr/local/bin/rbl-chain" \
+        in dockerfile
     job = _documents(tmp_path)["Job"]
-    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == "python,mesh,resilience4j,node,go,loadgen"
+    assert job["metadata"]["annotations"]["rbl.dev/runner-clients"] == \
+        "python,mesh,resilience4j,node,go,loadgen,chain"
     built = context / "client-cache" / "rbl" / "clients"
     held = [*BUILT_CLIENTS, "loadgen"]       # and the open-loop load generator
-    assert sorted(p.name for p in built.iterdir()) == sorted(cached_artifact(kind).name for kind in held)
+    assert sorted(p.name for p in built.iterdir()) == sorted(cached_artifact(kind).name for kind in [*held, "chain"])
+    assert not (context / "clients" / "chain").exists()      # no sources: the pod's rbl does not look it up
     for kind in held:              # the image's sources have the digest its builds are named by
         assert cached_artifact(kind).name.startswith(f"{kind}-{sources_digest(context / 'clients' / kind, kind)}")
     # the check the image build ends with: every client is found through the image's cache ...

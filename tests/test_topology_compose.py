@@ -123,13 +123,14 @@ def test_every_sidecar_s_files_and_the_proxy_s_config_pass_envoy_s_validation(tm
     assert done.returncode == 0, done.stdout
 
 
-def test_kubernetes_still_refuses_a_topology_located_naming_the_backends_that_run_it(tmp_path):
+def test_compile_for_kubernetes_refuses_a_topology_located_naming_the_run_that_deploys_it(tmp_path):
     spec = REPO / "examples" / "boutique-cart.rbl"
     line = next(n for n, text in enumerate(spec.read_text().splitlines(), 1) if text.strip().startswith("topology"))
     done = run_rbl("compile", str(spec), "--target", "kubernetes", "-o", str(tmp_path / "k"), cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert f"boutique-cart.rbl:{line}:3: --target kubernetes cannot deploy a topology yet" in done.stderr, done.stderr
-    assert "run on the local and docker backends" in done.stderr
+    assert f"boutique-cart.rbl:{line}:3: --target kubernetes writes a Job whose shards run on their own" \
+        in done.stderr, done.stderr
+    assert "`rbl run SPEC --backend kubernetes` deploys the topology and runs it" in done.stderr
     assert not (tmp_path / "k").exists()
 
 

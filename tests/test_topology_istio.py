@@ -124,7 +124,7 @@ def test_services_whose_kubernetes_names_collide_are_refused(tmp_path, target):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    (("--target", "kubernetes"), "--target kubernetes cannot deploy a topology yet"),
+    (("--target", "kubernetes"), "--target kubernetes writes a Job whose shards run on their own"),
     (("--target", "istio", "--service", "cart"), "--service names the one target of a space without a topology"),
 ])
 def test_what_compile_cannot_write_for_a_topology_is_refused_before_anything_is_written(tmp_path, arguments, message):

@@ -236,8 +236,6 @@ def test_topology_is_a_keyword_only_where_a_statement_starts():
 
 
 @pytest.mark.parametrize("args, refusal, hint", [
-    (["--backend", "kubernetes"], "a topology (`topology { ... }`) runs on the local and docker backends; "
-                                  "--backend kubernetes cannot run it yet", "--backend docker runs each replica"),
     (["--backend", "docker", "--network", "host"], "a topology runs each replica in a network namespace of its own",
      "leave out --network host"),
 ])

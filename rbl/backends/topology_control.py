@@ -35,8 +35,9 @@ STATS_TIMEOUT = 60.0
 class Replica:
     service: str
     index: int
-    port: int             # where the runner reaches it on this machine (its requests and /rbl/ control)
+    port: int             # where the runner reaches it (its requests and /rbl/ control) ...
     cpus: float | None
+    host: str = HOST      # ... on this machine, or at its pod's address
 
 
 class TopologyControl:
@@ -57,7 +58,7 @@ class TopologyControl:
 
     def endpoint(self, replica: Replica) -> tuple[str, int]:
         """Where a caller's sidecar reaches the replica."""
-        return HOST, replica.port
+        return replica.host, replica.port
 
     def sidecar_clusters(self, clusters: list[dict]) -> list[dict]:
         """The clusters as a sidecar takes them (a backend whose endpoints are names resolves them)."""
@@ -184,7 +185,7 @@ class TopologyControl:
         return json.loads(self._ask(replica, "GET", "/rbl/stats"))
 
     def _ask(self, replica: Replica, method: str, path: str, body: bytes | None = None) -> bytes:
-        connection = http.client.HTTPConnection(HOST, replica.port, timeout=STATS_TIMEOUT)
+        connection = http.client.HTTPConnection(replica.host, replica.port, timeout=STATS_TIMEOUT)
         try:
             connection.request(method, path, body=body, headers={TOKEN_HEADER: self.token})
             response = connection.getresponse()

@@ -59,14 +59,10 @@ class BackendChoice:
         return self.name == "kubernetes"
 
     def check_plan(self, header: dict, spec: Path | None = None) -> None:
-        """Topologies run on the local and docker backends (open-loop load and populations run on
-        every backend). A refusal names the line of `spec` (an .rbl file) that asks for it."""
-        if "topology" in header and self.name == "kubernetes":
-            raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}a topology (`topology {{ ... }}`) runs on the local "
-                             f"and docker backends; --backend {self.name} cannot run it yet",
-                             hint="--backend docker runs each replica in a container under its own CPU limit, "
-                                  "with a sidecar Envoy beside it; `rbl compile --target istio` writes its policies "
-                                  "for a real mesh")
+        """What a backend cannot run of a plan every backend otherwise runs. A refusal names the line of
+        `spec` (an .rbl file) that asks for it."""
+        if "topology" not in header and self.local.topology_pods is not None:
+            raise UsageError("--topology-pods places a topology's replicas, and the plan has no topology")
         if "topology" in header and self.name == "docker" and self.network == "host":
             raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}a topology runs each replica in a network namespace "
                              "of its own (its sidecar joins it), which --network host does not give",
@@ -106,14 +102,18 @@ def spec_location(spec: Path | None, line: re.Pattern) -> str:
 
 def choose_backend(backend: str, proxy: str, seed: int | None, threads: int, workers: int | None,
                    client_jar: list[str], network: str, image: list[str], shards: int, cluster_flags: tuple,
-                   kubeconfig: str | None, context: str | None, dry_run: bool) -> BackendChoice:
+                   kubeconfig: str | None, context: str | None, dry_run: bool,
+                   topology_pods: Path | None = None) -> BackendChoice:
     """`rbl run`'s backend flags as one BackendChoice, or a usage error for a flag the chosen
     backend cannot honour (checked before a run directory exists)."""
     from ..backends.local.backend import LocalOptions
     from ..backends.local.proxy import PROXY_KINDS
     if proxy not in PROXY_KINDS:          # (the local backend checks the rest, before a run directory exists)
         raise UsageError(f"--proxy must be one of {', '.join(PROXY_KINDS)}, got {proxy!r}")
-    local = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=client_jars(client_jar))
+    if topology_pods is not None and backend != "local":
+        raise UsageError("--topology-pods is for a shard's pod on a cluster, which runs the local backend")
+    local = LocalOptions(threads=threads, proxy=proxy, seed=seed, client_jars=client_jars(client_jar),
+                         topology_pods=topology_pods)
     if workers is not None:
         local = replace(local, workers=workers)
     check_backend(backend)

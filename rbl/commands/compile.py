@@ -80,11 +80,12 @@ def compile_(spec: Path = SpecArg,
     header = plan_header(space)
     if space.topology is not None and target == "kubernetes":
         from .backend_choice import TOPOLOGY_LINE, spec_location
-        raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}--target kubernetes cannot deploy a topology yet: its "
-                         "services and their sidecars run on the local and docker backends (`rbl run`, `rbl run "
-                         "--backend docker`)",
-                         hint="`rbl compile --target istio -o DIR` writes the topology's policies for a real mesh, "
-                              "`--target compose` its services and sidecars as containers; `-o -` prints the plan")
+        raise UsageError(f"{spec_location(spec, TOPOLOGY_LINE)}--target kubernetes writes a Job whose shards run "
+                         "on their own; a topology's replicas are pods that must be ready, and their addresses "
+                         "given to the shards, before the Job starts: `rbl run --backend kubernetes` does that",
+                         hint="`rbl run SPEC --backend kubernetes` deploys the topology and runs it; `rbl compile "
+                              "--target istio -o DIR` writes its policies for a real mesh, `--target compose` its "
+                              "services and sidecars as containers")
     if space.topology is not None and target == "compose":
         from ..targets.compose.topology_services import check_container_names
         from ..targets.istio import check_service_names

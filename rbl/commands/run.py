@@ -85,6 +85,10 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
                                         help="docker backend: a base image (python, envoy, maven, java; "
                                              "envoy=none for rbl's proxy) or a prebuilt one (target, "
                                              "client-python, ...), as for `rbl compile`."),
+        topology_pods: Optional[Path] = typer.Option(None, "--topology-pods", hidden=True, metavar="FILE",
+                                                     help="In a shard's pod on a cluster: the topology's replicas "
+                                                          "run in the pods this file places (written by the "
+                                                          "kubernetes backend)."),
         rounds: Optional[int] = RoundsOpt, users: Optional[str] = UsersOpt, sets: list[str] = SetOpt,
         dry_run: bool = typer.Option(False, "--dry-run", help="Start and check the services (target, proxy, "
                                                               "clients), measure a request, print the estimated "
@@ -100,7 +104,7 @@ def run(spec: Optional[Path] = typer.Argument(None, show_default=False,
 
     chosen = choose_backend(backend, proxy, seed, threads, workers, client_jar, network, image, shards,
                             (parallelism, namespace, cpu, memory, allow_shared_nodes, runner_image, pull_policy,
-                             runner_clients), kubeconfig, context, dry_run)
+                             runner_clients), kubeconfig, context, dry_run, topology_pods)
     backend = chosen.build()          # a bad --proxy/--seed pair or --network, before the other flags' rules
     if max_rounds is not None and not until_resolved:
         raise UsageError("--max-rounds bounds --until-resolved", hint="add --until-resolved, or give --rounds")

@@ -66,9 +66,8 @@ class Sidecar:
 
     def write_initial_resources(self, route: dict, clusters: list[dict], faults: bool = False) -> Path:
         """The bootstrap (with the fault filter, for `faults`) and a first route and clusters."""
-        self.directory.mkdir(parents=True, exist_ok=True)
         self._write_resources(route, clusters, {})
-        _write_json(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds), faults=faults,
+        self._write(self.bootstrap, sidecar_bootstrap(self.addresses, str(self.rds), str(self.cds), faults=faults,
                                                       filters_dir=str(self.directory)))
         return self.bootstrap
 
@@ -147,11 +146,16 @@ class Sidecar:
         """The files of a new version; the filters' too, for a sidecar that has them."""
         self.version += 1
         version = str(self.version)
-        _write_json(self.rds, discovery_response(route, version))
-        _write_json(self.cds, {"version_info": version, "resources": clusters})
+        self._write(self.rds, discovery_response(route, version))
+        self._write(self.cds, {"version_info": version, "resources": clusters})
         for sidecar_filter in FILTERS if with_filters else ():
             resource = filter_resource(sidecar_filter, filtered.get(sidecar_filter.policy), self.version)
-            _write_json(self.directory / sidecar_filter.file, discovery_response(resource, version))
+            self._write(self.directory / sidecar_filter.file, discovery_response(resource, version))
+
+    def _write(self, path: Path, document: dict) -> None:
+        """One of its files, where Envoy reads it (a sidecar elsewhere has them written there)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(path, document)
 
     def _stats(self) -> dict[str, int]:
         host, port = self.addresses.bind_host, self.addresses.admin_port

@@ -22,6 +22,10 @@ COPY {{ sources }} /opt/rbl-clients
 RUN cp -r /opt/rbl-clients/. "$(python3 -c 'import os, rbl; print(os.path.dirname(rbl.__file__))')/clients/" \
     && rm -rf /opt/rbl-clients
 COPY {{ cache }} /opt/rbl-cache
+{% for path, name in linked.items() %}
+# a topology's replica pods run it at a fixed path
+RUN ln -s /opt/rbl-cache/rbl/clients/{{ name }} {{ path }}
+{% endfor %}
 # fails the build when a client is not where the pod's rbl will look, or its runtime is missing
 RUN python3 -m rbl.targets.kubernetes.image {{ clients | join(" ") }}
 WORKDIR /tmp

@@ -35,6 +35,7 @@ from rich.console import Console
 from ...targets.kubernetes.manifests import (COLLECTED_FILE, DONE_MARKER, MANIFEST_FILE, RESULTS_MOUNT, RUN_LABEL,
                                              ClusterOptions, check_image, plan_document, render_manifests, run_name)
 from ...errors import EXIT_RUN_FAILED, EnvironmentMissing, UsageError
+from .topology import start_topology
 
 POLL_S = 2.0
 STATE_FILE = "cluster.json"
@@ -66,6 +67,11 @@ class Cluster:
     batch: object
     api: object
     created: list[tuple[str, str, str]] = field(default_factory=list)    # (kind, namespace, name)
+
+    @property
+    def apps(self):
+        from kubernetes import client
+        return client.AppsV1Api(self.api)
 
 
 def work_dir(out: Path) -> Path:
@@ -99,8 +105,14 @@ def run_on_cluster(header: dict, scenario_lines, out: Path, options: ClusterOpti
     for path in (out, work):
         if path.exists():
             raise UsageError(f"{path} already exists", hint=f"choose another -o, or continue with --resume {out}")
-    # before anything exists: a plan whose clients the runner image lacks, a too-large plan
+    # before anything exists: a plan whose clients the runner image lacks, a too-large plan, a service
+    # whose name is no object name
     check_image(header, options, lambda text: console.print(text, highlight=False, markup=False))
+    if "topology" in header:
+        from ...targets.istio import check_service_names
+        from ...topology import topology_from_record
+        check_service_names(topology_from_record(header["topology"]),
+                            "--backend kubernetes names each replica's Deployment after it")
     plan_json = plan_document(header, scenario_lines)
     text = render_manifests(header, plan_json, options)
     cluster = connect(access)
@@ -181,7 +193,11 @@ def _run_shards(cluster: Cluster, work: Path, out: Path, shards: list[int], coun
     from ...runner.interrupts import sigterm_as_interrupt
     try:
         with sigterm_as_interrupt():           # SIGTERM cleans up as Ctrl-C does
-            _create(cluster, docs, name)
+            # the Job last: a topology's pods must be ready, and their addresses known, before a shard starts
+            _create(cluster, [d for d in docs if d["kind"] != "Job"], name)
+            start_topology(cluster, lambda objects: _create(cluster, objects, name), docs, shards, work,
+                           lambda text: console.print(text, highlight=False, markup=False))
+            _create(cluster, [d for d in docs if d["kind"] == "Job"], name)
             console.print(f"kubernetes: job {name} in namespace {namespace}: {len(shards)} shard"
                           f"{'s' if len(shards) != 1 else ''} of {count}", highlight=False)
             _watch(cluster, work, namespace, name, shards, states, console)
@@ -226,7 +242,9 @@ def _create(cluster: Cluster, docs: list[dict], name: str) -> None:
                 cluster.core.create_namespaced_config_map(meta["namespace"], doc)
             elif kind == "Job":
                 cluster.batch.create_namespaced_job(meta["namespace"], doc)
-            else:                                                      # pragma: no cover - rbl writes three kinds
+            elif kind == "Deployment":
+                cluster.apps.create_namespaced_deployment(meta["namespace"], doc)
+            else:                                                      # pragma: no cover - rbl writes these kinds
                 raise UsageError(f"unexpected {kind} in the manifests")
         except ApiException as error:
             if error.status == 409:
@@ -250,6 +268,8 @@ def _delete(cluster: Cluster, console: Console) -> None:
                 cluster.batch.delete_namespaced_job(name, namespace, body=options)
                 cluster.core.delete_collection_namespaced_pod(namespace, label_selector=f"{RUN_LABEL}={name}",
                                                               grace_period_seconds=0)
+            elif kind == "Deployment":       # with its ReplicaSet and pod
+                cluster.apps.delete_namespaced_deployment(name, namespace, body=options)
             elif kind == "ConfigMap":
                 cluster.core.delete_namespaced_config_map(name, namespace)
             elif kind == "Namespace":

@@ -47,6 +47,7 @@ from ...mesh.sidecar_config import SidecarAddresses
 from .cpu_budget import CpuBudget, budget_name, create_budget
 from ..topology_control import TopologyFaults
 from .topology import TopologyServices
+from ..pod_topology import PodTopology, read_pods_document
 from .processes import Service, ServiceNotReady, stop_all
 from .proxy import ProxyChoice, choose_proxy
 from .requirements import check_requirements
@@ -65,6 +66,8 @@ class LocalOptions:
     proxy: str = "auto"              # auto: real Envoy when it is installed, else rbl's proxy (proxy.py)
     seed: int | None = None          # the built-in proxy's fault decision seed [default: random, recorded]
     client_jars: Mapping[str, Path] = field(default_factory=dict)   # library -> the user's --client-jar/-dir/-bin
+    # a shard's pod on a cluster: the topology's replicas run in pods of their own, where this file says
+    topology_pods: Path | None = None
 
 
 class LocalBackend:
@@ -97,7 +100,7 @@ class LocalBackend:
         if is_open_loop(header):
             with BuildNotice(console) as notice:
                 loadgen = client_artifact("loadgen", say=notice.say)
-        if "topology" in header:
+        if "topology" in header and self.options.topology_pods is None:
             if envoy_binary() is None:
                 raise EnvironmentMissing("a topology's services make their calls through sidecar Envoys, and none "
                                          "is installed", hint=ENVOY_ADVICE)
@@ -115,7 +118,11 @@ class LocalBackend:
         users = OPEN_LOOP_CONNECTIONS if is_open_loop(header) else axis_largest(header["users"])
         services = LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
                                  self.proxy, header.get("target"), release_of(header))
-        if "topology" in header:
+        if "topology" in header and self.options.topology_pods is not None:
+            services.topology = PodTopology(topology_from_record(header["topology"]),
+                                            read_pods_document(self.options.topology_pods), release_of(header))
+            services.target_token = services.topology.token      # what the replicas answer with
+        elif "topology" in header:
             services.topology = TopologyServices(topology_from_record(header["topology"]), run_dir / TOPOLOGY,
                                                  services.target_token, prepared.chain, envoy_binary(), services._start,
                                                  release_of(header))
@@ -151,7 +158,8 @@ class LocalServices:
         self._starters: ThreadPoolExecutor | None = None
         # the target answers with it (target_app.py), so the runner can tell it from an impostor
         self.target_token = secrets.token_hex(16)
-        self.topology: TopologyServices | None = None     # a topology's services, in the target's place
+        # a topology's services, in the target's place: started here, or running in pods of their own
+        self.topology: TopologyServices | PodTopology | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "LocalServices":
@@ -163,17 +171,17 @@ class LocalServices:
                                             thread_name_prefix="rbl-start")
         try:
             if self.topology is not None:            # the topology's entry service in the target's place
-                ports = self.topology.entry_ports
+                upstreams = self.topology.entry_addresses
                 targets = [self._starters.submit(job, argument) for job, argument in jobs]
             else:
                 ports = [free_port() for _ in range(self.target.get("replicas", 1))]
+                upstreams = [(HOST, port) for port in ports]
                 targets = [self._starters.submit(self._start_targets, ports)]
-            self._start_proxy(ports)                 # needs the targets' ports, not the targets
+            self._start_proxy(upstreams)             # needs the targets' addresses, not the targets
             clients = [self._starters.submit(self.start_client, library) for library in self.libraries]
             for started in [*targets, *clients]:
                 started.result()
             if self.topology is not None:
-                self.target_port = ports[0]
                 self.target_description = self.topology.description()
                 self.fault = TopologyFaults(self.fault, self.topology)      # the proxy's, or a service's own
         except BaseException:
@@ -269,12 +277,13 @@ class LocalServices:
         except ServiceNotReady as error:          # no later round could run on this point: the run stops
             raise ServicesLost(f"the target did not come back with {target.get('cpus')} CPU: {error}") from error
 
-    def _start_proxy(self, target_ports: list[int]) -> None:
+    def _start_proxy(self, upstreams: list[tuple[str, int]]) -> None:
+        """The fault proxy in front of the target's replicas (or the topology's entry), at `upstreams`."""
         if self.proxy_kind == "envoy":
-            self._start_envoy(target_ports)
+            self._start_envoy(upstreams)
         else:
             argv = [sys.executable, "-m", "rbl.dataplane.fault_proxy",
-                    "--upstream", ",".join(f"{HOST}:{port}" for port in target_ports)]
+                    "--upstream", ",".join(f"{host}:{port}" for host, port in upstreams)]
             if self.options.seed is not None:
                 argv += ["--seed", str(self.options.seed)]
             service = self._start("fault proxy (rbl)", argv, "proxy.log")
@@ -283,12 +292,12 @@ class LocalServices:
             service.wait_http(f"http://{HOST}:{self.admin_port}/ready", READY_TIMEOUT)
         self.fault = FaultControl(HOST, self.admin_port)
 
-    def _start_envoy(self, target_ports: list[int]) -> None:
+    def _start_envoy(self, upstreams: list[tuple[str, int]]) -> None:
         from ...targets.envoy import EnvoyAddresses, write_envoy_config
         self.proxy_port, self.admin_port = free_port(), free_port()
-        addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=HOST,
-                                   upstream_port=target_ports[0], bind_host=HOST,
-                                   more_upstream_ports=tuple(target_ports[1:]))
+        (host, port), *more = upstreams
+        addresses = EnvoyAddresses(listen_port=self.proxy_port, admin_port=self.admin_port, upstream_host=host,
+                                   upstream_port=port, bind_host=HOST, more_upstreams=tuple(more))
         config = write_envoy_config(self.logs.parent / "envoy" / "envoy.yaml", addresses)
         service = self._start("fault proxy (Envoy)", [str(self.proxy.binary), "-c", str(config), "--base-id-path",
                                                       str(self.logs / "envoy.base-id"), "--use-dynamic-base-id",

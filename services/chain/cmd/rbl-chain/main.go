@@ -2,7 +2,7 @@
 // runs: per request a fault of its own, its work (factorial(n), a sleep, or none), its downstream
 // calls through its sidecar, and an answer that says where a failure started.
 //
-// Run: rbl-chain --listen 127.0.0.1:PORT --config FILE --token TOKEN [--any-address]
+// Run: rbl-chain --listen 127.0.0.1:PORT --config FILE --token TOKEN [--any-address] [--sidecar-dir DIR]
 // Check: rbl-chain --health http://HOST:PORT/rbl/stats --token TOKEN (a container's health check:
 // exit 0 when the replica answers its stats, 1 otherwise).
 // It prints `ready` on stdout once listening and exits 0 on SIGTERM or SIGINT; a bad flag or
@@ -34,6 +34,7 @@ func main() {
 	configFile := flags.String("config", "", "the service's configuration (JSON)")
 	token := flags.String("token", "", "the run's token, sent back on every response in "+service.TargetHeader)
 	anyAddress := flags.Bool("any-address", false, "allow --listen on an address that is not loopback (a container)")
+	sidecarDir := flags.String("sidecar-dir", "", "the directory of the files its sidecar Envoy watches, which PUT /rbl/sidecar/NAME replaces (a pod's shared volume)")
 	health := flags.String("health", "", "check URL (with the token) instead of serving: exit 0 when it answers 200")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
@@ -70,6 +71,12 @@ func main() {
 		fail(err.Error())
 	}
 	replica := service.New(c, *token)
+	if *sidecarDir != "" {
+		if info, err := os.Stat(*sidecarDir); err != nil || !info.IsDir() {
+			fail("--sidecar-dir " + *sidecarDir + ": not a directory")
+		}
+		replica.RelaySidecarFiles(*sidecarDir)
+	}
 	server := &http.Server{Handler: replica, ReadHeaderTimeout: 30 * time.Second}
 	stopped, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

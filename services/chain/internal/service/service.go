@@ -44,6 +44,8 @@ type Service struct {
 	stats     *Stats
 	caller    *caller
 	work      func()
+	// where PUT /rbl/sidecar/NAME writes its sidecar's files ("": it relays none)
+	sidecarDir string
 }
 
 // New is a replica of a checked configuration, answering with the run's token.
@@ -144,7 +146,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// control serves /rbl/: PUT and GET /rbl/fault, GET /rbl/stats; only with the run's token.
+// control serves /rbl/: PUT and GET /rbl/fault, GET /rbl/stats, PUT /rbl/sidecar/NAME; only with
+// the run's token.
 func (s *Service) control(w http.ResponseWriter, r *http.Request) {
 	if !s.tokenOK(r.Header[TargetHeader]) {
 		reply(w, http.StatusForbidden, "the "+TargetHeader+" header must carry the run's token")
@@ -180,7 +183,11 @@ func (s *Service) control(w http.ResponseWriter, r *http.Request) {
 		}
 		replyJSON(w, s.stats.snapshot(s.config.Service, s.config.Replica))
 	default:
-		reply(w, http.StatusNotFound, "no such control endpoint: "+r.URL.Path+" (/rbl/fault, /rbl/stats)")
+		if name, ok := strings.CutPrefix(r.URL.Path, "/rbl/sidecar/"); ok {
+			s.sidecarFile(w, r, name)
+			return
+		}
+		reply(w, http.StatusNotFound, "no such control endpoint: "+r.URL.Path+" (/rbl/fault, /rbl/stats, /rbl/sidecar/NAME)")
 	}
 }
 
