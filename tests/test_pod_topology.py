@@ -130,7 +130,7 @@ class _Pods:
                                   stdout=subprocess.PIPE)
             assert read_line(process) == "ready\n"
             self.ports[replica.label] = port
-            placed.append((replica, f"pod-{replica.label}", HOST))
+            placed.append((replica, f"pod-{replica.label}", HOST, "500m" if replica.cpus else None))
         document = json.loads(pods_document(TOKEN, placed))
         for entry in document["replicas"]:             # loopback ports, not each pod's own 8080 and 15000
             entry["port"] = self.ports[f"{entry['service']}-{entry['index']}"]
@@ -214,7 +214,7 @@ def test_the_runner_configures_a_pods_sidecar_through_its_replica_and_reads_the_
                                                     "host": "back"})
     assert placed["back"], placed
     assert topology.description().startswith("topology, entry front, one pod per replica: pod-front-0")
-    assert "0.5 CPU limit enforced by the kubelet" in topology.description()
+    assert "pod-back-1 (127.0.0.1): CPU limit 500m (0.5 CPU), enforced by the kubelet" in topology.description()
 
 
 def test_a_replica_that_refuses_the_sidecars_files_loses_the_run(pods):

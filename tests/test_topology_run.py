@@ -279,3 +279,23 @@ def test_a_fault_on_one_edge_is_injected_by_that_callers_sidecar_alone(tmp_path)
     assert 0.35 <= middle["callsFailed"] / middle["calls"] <= 0.65
     rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert all(35 <= row["faultRateApplied"] <= 65 for row in rows)       # over the middle's calls of the back
+
+
+def test_the_shards_of_a_topology_run_merge_with_each_rounds_hops(tmp_path):
+    """A plan's shards run their scenarios' topologies apart (as a cluster's pods do); the merged run
+    holds every round's record along the chain, in plan order, from the shard that ran it."""
+    from .two_tier import SPEC as TWO_TIER
+    (tmp_path / "two-tier.rbl").write_text(TWO_TIER.replace("successes = 15", "successes = 5"))
+    for shard in ("0/2", "1/2"):
+        done = run_rbl("run", "two-tier.rbl", "--shard", shard, "-o", f"shard-{shard[0]}", cwd=tmp_path, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+    shard_hops = {k: list(read_hops(tmp_path / f"shard-{k}")) for k in "01"}
+    assert all(len(records) == 1 for records in shard_hops.values()), shard_hops
+    with (tmp_path / "shard-1" / "hops.jsonl").open("a") as damaged:
+        damaged.write("{not a record\n")
+    done = run_rbl("merge", "shard-0", "shard-1", "-o", "merged", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hops.jsonl:2 is not a round's record; left out" in done.stdout + done.stderr
+    merged = list(read_hops(tmp_path / "merged"))
+    assert [h["scenarioIndex"] for h in merged] == [0, 1]
+    assert sorted(map(json.dumps, merged)) == sorted(json.dumps(h) for records in shard_hops.values() for h in records)

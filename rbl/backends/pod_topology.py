@@ -62,7 +62,8 @@ class PodTopology(TopologyControl):
             if entry["calls"]:
                 self.sidecars.setdefault(replica.service, []).append(
                     RelayedSidecar(replica, entry["admin_port"], entry["pod"], self.token, istio_release))
-            cpu = f"{entry['cpus']:g} CPU limit enforced by the kubelet" if entry["cpus"] is not None else "no CPU limit"
+            limit = entry.get("cpu_limit")       # as the API server holds it for the running pod
+            cpu = f"CPU limit {limit} ({entry['cpus']:g} CPU), enforced by the kubelet" if limit else "no CPU limit"
             self.pods.append(f"{entry['pod']} ({entry['address']}{', with its sidecar' if entry['calls'] else ''}): "
                              f"{cpu}")
         missing = [name for name in topology.names if name not in self.replicas]

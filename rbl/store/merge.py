@@ -25,6 +25,9 @@ from pathlib import Path
 
 from ..errors import EXIT_OK, EXIT_RUN_FAILED, UsageError
 from ..plan_records import is_open_loop
+from .controllers import CONTROLLERS
+from .hops import HOPS
+from .record_lines import append_line
 from .results import MANIFEST, PLAN, RESULTS, SCENARIOS, RunDirectory
 from .run_order import rounds_per_scenario
 from .run_reader import check_member
@@ -47,6 +50,10 @@ class ShardDir:
     complete: set[tuple[str, int]] = field(default_factory=set)      # rounds with every user once
     failures: list[dict] = field(default_factory=list)
     requests: dict[tuple[str, int], object] = field(default_factory=dict)   # open-loop rounds' tables
+
+
+# the records a run keeps per round beside its rows, each with its scenarioId and round
+ROUND_RECORDS = (HOPS, CONTROLLERS)
 
 
 @dataclass
@@ -202,6 +209,7 @@ def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir
     rounds_of: dict[str, list[int]] = defaultdict(list)
     for scenario_id, round_number in sources:
         rounds_of[scenario_id].append(round_number)
+    records = {shard.path: _round_records(shard.path, say) for shard in shards}
     try:
         for scenario in scenarios:                          # plan order: scenario, round, user
             for round_number in sorted(rounds_of.get(scenario["id"], ())):
@@ -212,6 +220,8 @@ def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir
                     from .requests import write_round_requests
                     write_round_requests(out, scenario["id"], round_number, requests)
                 merged.append_round(rows)
+                for name, record in records[shard.path].get((scenario["id"], round_number), ()):
+                    append_line(out, name, record)         # the round's hops along a topology, its controllers
         for shard in shards:                               # failed rounds stay on record, with their shard
             for failure in shard.failures:
                 merged.record_failure({**failure, "shard": str(shard.shard)})
@@ -223,6 +233,25 @@ def _write(out: Path, header: dict, scenarios: list[dict], shards: list[ShardDir
         return merged.rows_written
     finally:
         merged.close()
+
+
+def _round_records(path: Path, say) -> dict[tuple[str, int], list[tuple[str, dict]]]:
+    """A shard's records of each round beside its rows (ROUND_RECORDS), by (scenario, round); a line
+    that is not one is left out with a warning naming it."""
+    found: dict[tuple[str, int], list[tuple[str, dict]]] = defaultdict(list)
+    for name in ROUND_RECORDS:
+        if not (path / name).is_file():
+            continue
+        with (path / name).open(encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    found[(str(record["scenarioId"]), int(record["round"]))].append((name, record))
+                except (ValueError, KeyError, TypeError):
+                    say(f"warning: {path / name}:{number} is not a round's record; left out")
+    return found
 
 
 def _manifest(header: dict, shards: list[ShardDir], digest: str) -> dict:

@@ -55,7 +55,9 @@ def start_topology(cluster, create, docs: list[dict], shards: list[int], work: P
         placed = []
         for replica in replicas:
             pod = pods[(str(shard), replica.label)]
-            placed.append((replica, pod.metadata.name, pod.status.pod_ip))
+            service = next(c for c in pod.spec.containers if c.name == "service")
+            limit = ((service.resources.limits or {}) if service.resources else {}).get("cpu")
+            placed.append((replica, pod.metadata.name, pod.status.pod_ip, limit))
         data[pods_file(shard)] = pods_document(token, placed)
     create([{"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {"name": pods_configmap(run), "namespace": namespace,

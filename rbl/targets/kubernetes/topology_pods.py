@@ -143,10 +143,11 @@ def _pod_spec(replica: PodReplica, configmap: str, token: str, image: str, pull_
     return spec
 
 
-def pods_document(token: str, placed: list[tuple[PodReplica, str, str]]) -> str:
+def pods_document(token: str, placed: list[tuple[PodReplica, str, str, str | None]]) -> str:
     """What a shard's runner reads (--topology-pods): the run's token and, per replica, its pod, the
-    pod's address, and where rbl-chain and the sidecar's admin API listen there."""
+    pod's address, the CPU limit its rbl-chain container has in the API server (read back from the
+    running pod), and where rbl-chain and the sidecar's admin API listen there."""
     return json.dumps({"token": token, "replicas": [
         {"service": r.service, "index": r.index, "cpus": r.cpus, "calls": r.calls, "pod": pod, "address": address,
-         "port": CHAIN_PORT, "admin_port": SIDECAR_ADMIN_PORT if r.calls else None}
-        for r, pod, address in placed]}, indent=1)
+         "cpu_limit": limit, "port": CHAIN_PORT, "admin_port": SIDECAR_ADMIN_PORT if r.calls else None}
+        for r, pod, address, limit in placed]}, indent=1)
