@@ -31,6 +31,7 @@ SOCK=$B/containerd/containerd.sock
 IPT_TABLES="filter nat mangle raw"
 # what the kubelet (overcommit, panic) and the CNI bridge (forwarding) set, restored at the end
 SYSCTLS="vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward"
+POD_FORWARD="-i rblk8s0 -o rblk8s0 -m comment --comment rbl-k8s-e2e -j ACCEPT"
 K() { kubectl --kubeconfig "$B/admin.kubeconfig" "$@"; }
 log() { printf '[k8s-e2e %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -65,6 +66,8 @@ down() {
         done
     fi
     ip link del rblk8s0 2>/dev/null || true
+    # the pod-to-pod forwarding rule up() added (as a cluster's CNI adds its own)
+    while iptables -C FORWARD $POD_FORWARD 2>/dev/null; do iptables -D FORWARD $POD_FORWARD || break; done
     if [ -f "$B/iptables.before" ]; then
         for ipt in iptables ip6tables; do
             for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT KUBE-NODEPORTS KUBE-PROXY-CANARY; do
@@ -343,6 +346,10 @@ X
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "dataDir": "$B/cni/ipam"}},
   {"type": "loopback"}]}
 X
+    # pods talk to each other across the CNI bridge (a topology's replicas, the load from a shard's pod);
+    # with bridge netfilter on and a FORWARD policy of DROP (a Docker engine sets it), that traffic is
+    # dropped unless accepted, as a cluster's CNI (flannel, calico) accepts its pod network's
+    iptables -I FORWARD 1 $POD_FORWARD
     bg containerd containerd --config "$B/containerd/config.toml"
     wait_for 30 containerd ctr --address "$SOCK" version
     local start=$SECONDS

@@ -203,7 +203,8 @@ def test_the_runner_configures_a_pods_sidecar_through_its_replica_and_reads_the_
     front = running.ports["front-0"]
     # seeded with Istio's defaults and no endpoints: the front's calls of back find no replica
     assert _get(front) != 200
-    topology.configure(None, {})          # the callees' addresses and Istio's defaults, through the front replica
+    (job, argument), = topology.start_jobs()    # what the backend runs before the proxy and clients start
+    job(argument)                   # the callees' addresses and Istio's defaults, through the front replica
     assert [_get(front) for _ in range(10)] == [200] * 10
     counters = topology.counters()
     edge = counters["edges"]["front>back"]
@@ -224,3 +225,18 @@ def test_a_replica_that_refuses_the_sidecars_files_loses_the_run(pods):
     with pytest.raises(ServicesLost, match="did not take the configuration") as raised:
         topology.configure(None, {})
     assert isinstance(raised.value.__cause__, SidecarError)
+
+
+def test_topology_pods_are_refused_where_they_cannot_apply(tmp_path):
+    from .conftest import run_rbl
+    (tmp_path / "pods.json").write_text(json.dumps({"token": TOKEN, "replicas": []}))
+    (tmp_path / "one-hop.rbl").write_text("space one_hop {\n  users = 1\n  client tenacity.baseline {}\n}\n")
+    (tmp_path / "pods.rbl").write_text(SPEC)
+    for spec, args, refusal in (
+            ("one-hop.rbl", [], "--topology-pods places a topology's replicas, and the plan has no topology"),
+            ("pods.rbl", ["--backend", "docker"], "--topology-pods is for a shard's pod on a cluster"),
+            ("pods.rbl", [], "no replica of front, back")):
+        done = run_rbl("run", spec, "--topology-pods", "pods.json", *args, "-o", "run", cwd=tmp_path, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert refusal in done.stderr, done.stderr
+        assert not (tmp_path / "run").exists()

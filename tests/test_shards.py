@@ -295,12 +295,12 @@ def test_rbl_plan_estimates_a_split_run(tmp_path):
     assert cluster["runnable"] is True and "an estimate only" not in text
 
 
-def test_the_cluster_estimate_says_what_the_kubernetes_backend_cannot_run_and_what_each_pod_adds(tmp_path):
+def test_the_cluster_estimate_says_what_each_pod_adds_before_its_rounds(tmp_path):
     from .conftest import REPO
     for example, note, runnable in (
             ("overload-pool.rbl", "each pod measures its target's capacity first", True),
             ("httpmon-scenario.rbl", None, True),
-            ("retry-storm.rbl", "an estimate only: --backend kubernetes cannot run a topology yet", False)):
+            ("retry-storm.rbl", "each shard's topology is 3 pods of its own (one per replica)", True)):
         done = run_rbl("plan", str(REPO / "examples" / example), "--shards", "2", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert "cluster = 2 shards" in done.stdout, (example, done.stdout)

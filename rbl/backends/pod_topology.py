@@ -76,7 +76,13 @@ class PodTopology(TopologyControl):
         return [(replica.host, replica.port) for replica in self.replicas[self.topology.entry]]
 
     def start_jobs(self) -> list:
-        return []                 # the pods run already: the kubernetes backend started them
+        """The pods run already (the kubernetes backend started them); their sidecars were seeded with
+        no endpoints: give them the callees' pod addresses under Istio's defaults, as a local
+        topology's sidecars start."""
+        return [(self._first_configuration, None)]
+
+    def _first_configuration(self, _) -> None:
+        self.configure(None, {})
 
     def remove_budgets(self) -> None:
         """Nothing to remove: the kubelet holds the pods' CPU limits."""

@@ -5,7 +5,8 @@ through the official `kubernetes` Python client (docs/backends.md, Running on a 
    created (rbl/targets/kubernetes/image.py: what rbl's image holds, or what --runner-clients says).
 1. The manifests `rbl compile --target kubernetes` writes are written to OUT.shards/kubernetes/rbl.yaml
    and exactly those documents are created (a resume changes only the Job's completions, its
-   parallelism and RBL_SHARD_LIST, the shards it re-runs).
+   parallelism and RBL_SHARD_LIST, the shards it re-runs). A plan with a topology gets its replicas'
+   Deployments first, ready before the Job (topology.py; OUT.shards/kubernetes/topology-I.json).
 2. One progress display over all shards, fed by the pods' own progress lines (their logs).
 3. Results come back by exec: each pod, when its `rbl run` has finished, prints a marker and waits;
    the runner streams its run directory out (tar, base64 over the exec channel: no volume, registry
@@ -42,7 +43,7 @@ STATE_FILE = "cluster.json"
 _PROGRESS = re.compile(r"(\d+)/(\d+) rounds")
 _DONE = re.compile(re.escape(DONE_MARKER) + r" (\d+)")
 CLUSTER_ADVICE = ("point --kubeconfig (or KUBECONFIG) and --context at a cluster you can create namespaces, "
-                  "configmaps, jobs and pods/exec in")
+                  "configmaps, jobs, deployments (for a topology) and pods/exec in")
 
 
 @dataclass

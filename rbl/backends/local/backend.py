@@ -83,6 +83,7 @@ class LocalBackend:
         if options.seed is None and self.proxy.kind == "builtin":   # random, but recorded: repeatable
             options = replace(options, seed=random.randrange(2**32))
         self.options = options
+        self.pods: dict | None = None        # the topology's pods (options.topology_pods), once check read them
 
     def check(self, header: dict, console: Console) -> Prepared:
         """The plan's libraries and toolchains, then the clients built (or found in the cache) and,
@@ -100,7 +101,11 @@ class LocalBackend:
         if is_open_loop(header):
             with BuildNotice(console) as notice:
                 loadgen = client_artifact("loadgen", say=notice.say)
-        if "topology" in header and self.options.topology_pods is None:
+        if "topology" in header and self.options.topology_pods is not None:
+            # the pods' file, read and checked against the plan before a run directory exists
+            self.pods = read_pods_document(self.options.topology_pods)
+            PodTopology(topology_from_record(header["topology"]), self.pods)
+        elif "topology" in header:
             if envoy_binary() is None:
                 raise EnvironmentMissing("a topology's services make their calls through sidecar Envoys, and none "
                                          "is installed", hint=ENVOY_ADVICE)
@@ -119,8 +124,7 @@ class LocalBackend:
         services = LocalServices(logs, libraries, replace(self.options, client_jars=prepared.client_artifacts), users,
                                  self.proxy, header.get("target"), release_of(header))
         if "topology" in header and self.options.topology_pods is not None:
-            services.topology = PodTopology(topology_from_record(header["topology"]),
-                                            read_pods_document(self.options.topology_pods), release_of(header))
+            services.topology = PodTopology(topology_from_record(header["topology"]), self.pods, release_of(header))
             services.target_token = services.topology.token      # what the replicas answer with
         elif "topology" in header:
             services.topology = TopologyServices(topology_from_record(header["topology"]), run_dir / TOPOLOGY,
