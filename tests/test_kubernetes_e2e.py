@@ -267,3 +267,15 @@ def test_a_two_tier_topology_runs_in_pods_and_each_limit_refuses_at_its_tier(clu
     _nothing_left(core, batch)
     apps = client.AppsV1Api(core.api_client)
     assert apps.list_deployment_for_all_namespaces(label_selector="app.kubernetes.io/managed-by=rbl").items == []
+
+
+def test_a_fault_at_tier_2_is_injected_by_its_replica_pods(cluster, tmp_path):
+    """`fault.at = back` with two replicas of back: each replica's pod injects it, and the retry
+    placed on back retries it in the front pod's sidecar, as locally and in containers."""
+    from .two_tier import FAULT_AT_BACK, assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar, two_tier_run
+    kubeconfig, core, batch = cluster
+    out, rows, hops, _ = two_tier_run(tmp_path, *_cluster_args(kubeconfig), spec=FAULT_AT_BACK)
+    (session,) = [s for shard in json.loads((out / "manifest.json").read_text())["shards"] for s in shard["sessions"]]
+    assert session["target"].count("-0-back-") == 2, session["target"]          # two replica pods of back
+    assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar(rows, hops)
+    _nothing_left(core, batch)
