@@ -250,19 +250,23 @@ def test_a_two_tier_topology_runs_in_pods_and_each_limit_refuses_at_its_tier(clu
     """tests/two_tier.py on the cluster: each replica a Deployment's pod (rbl-chain under the CPU limit
     the kubelet enforces, its sidecar Envoy in the same pod), the load from the shard's pod. A pool of 1
     placed on back is enforced by the front's sidecar alone, placed on front by the client's own
-    sidecar alone: as locally and in containers."""
+    sidecar alone: as locally and in containers. Two shards, one placement each: each shard has a
+    topology of its own, and the merged run keeps both shards' hop records."""
     from kubernetes import client
     from .two_tier import assert_each_limit_refuses_at_its_tier, two_tier_run
     kubeconfig, core, batch = cluster
-    out, rows, hops, printed = two_tier_run(tmp_path, *_cluster_args(kubeconfig))
-    assert "kubernetes: topology: 2 pods per shard" in printed and "2 pods ready" in printed, printed
+    out, rows, hops, printed = two_tier_run(tmp_path, "--shards", "2", "--parallelism", "1",
+                                            *_cluster_args(kubeconfig))
+    assert "kubernetes: topology: 2 pods per shard" in printed and "4 pods ready" in printed, printed
     manifest = json.loads((out / "manifest.json").read_text())
-    (session,) = [s for shard in manifest["shards"] for s in shard["sessions"]]
-    print(session["target"])
-    assert session["target"].startswith("topology, entry front, one pod per replica: "), session["target"]
-    assert "-0-back-0-" in session["target"] and "CPU limit 500m (0.5 CPU), enforced by the kubelet" \
-        in session["target"]
-    assert "with its sidecar): no CPU limit" in session["target"]
+    sessions = [s for shard in manifest["shards"] for s in shard["sessions"]]
+    assert len(sessions) == 2
+    for shard, session in enumerate(sessions):
+        print(session["target"])
+        assert session["target"].startswith("topology, entry front, one pod per replica: "), session["target"]
+        assert f"-{shard}-back-0-" in session["target"] and f"-{shard}-front-0-" in session["target"]
+        assert "CPU limit 500m (0.5 CPU), enforced by the kubelet" in session["target"]
+        assert "with its sidecar): no CPU limit" in session["target"]
     assert_each_limit_refuses_at_its_tier(rows, hops)
     _nothing_left(core, batch)
     apps = client.AppsV1Api(core.api_client)
