@@ -12,6 +12,7 @@ import pytest
 
 from .test_docker_backend import POLYGLOT_BASE, docker_json
 from .two_tier import (FAULT_AT_BACK, assert_each_limit_refuses_at_its_tier,
+                       assert_each_service_s_cpu_is_its_container_s,
                        assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar, two_tier_run)
 
 # rbl-chain builds with Go and runs on Debian; the target (the fault proxy, and the sidecars' Envoy)
@@ -34,6 +35,7 @@ def test_a_limit_at_tier_2_refuses_at_tier_2_only_in_containers(engine, tmp_path
     assert "svc-back: 0.5 CPU enforced by Docker (NanoCpus 500000000)" in printed, printed
     assert "svc-front, with its sidecar: no CPU limit" in printed
     assert_each_limit_refuses_at_its_tier(rows, hops)
+    assert_each_service_s_cpu_is_its_container_s(hops)
     # the services' logs are kept; their containers and the run's network are gone
     assert (out / "logs" / "svc-back.log").is_file() and (out / "logs" / "sidecar-svc-front.log").is_file()
     assert docker_json("ps", "-a", "--filter", "label=rbl.plan=two_tier") == []

@@ -253,7 +253,8 @@ def test_a_two_tier_topology_runs_in_pods_and_each_limit_refuses_at_its_tier(clu
     sidecar alone: as locally and in containers. Two shards, one placement each: each shard has a
     topology of its own, and the merged run keeps both shards' hop records."""
     from kubernetes import client
-    from .two_tier import assert_each_limit_refuses_at_its_tier, two_tier_run
+    from .two_tier import (assert_each_limit_refuses_at_its_tier, assert_each_service_s_cpu_is_its_container_s,
+                           two_tier_run)
     kubeconfig, core, batch = cluster
     out, rows, hops, printed = two_tier_run(tmp_path, "--shards", "2", "--parallelism", "1",
                                             *_cluster_args(kubeconfig))
@@ -268,6 +269,7 @@ def test_a_two_tier_topology_runs_in_pods_and_each_limit_refuses_at_its_tier(clu
         assert "CPU limit 500m (0.5 CPU), enforced by the kubelet" in session["target"]
         assert "with its sidecar): no CPU limit" in session["target"]
     assert_each_limit_refuses_at_its_tier(rows, hops)
+    assert_each_service_s_cpu_is_its_container_s(hops)
     _nothing_left(core, batch)
     apps = client.AppsV1Api(core.api_client)
     assert apps.list_deployment_for_all_namespaces(label_selector="app.kubernetes.io/managed-by=rbl").items == []

@@ -210,6 +210,8 @@ def test_the_runner_configures_a_pods_sidecar_through_its_replica_and_reads_the_
     edge = counters["edges"]["front>back"]
     assert edge["calls"] >= 10 and edge["sidecarUpstreamRequests"] >= 10, edge
     assert counters["services"]["back"]["requests"] >= 10
+    # started here without --cgroup-cpu: each replica's own CPU time
+    assert {s["cpuAccounting"] for s in counters["services"].values()} == {"process"}
     # a pool of 1 placed on back is a new cluster the sidecar takes (its counters go on)
     placed = topology.configure("circuit_breaker", {"http1MaxPendingRequests": 1, "http2MaxRequests": 1,
                                                     "host": "back"})

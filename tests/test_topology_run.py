@@ -74,6 +74,9 @@ def test_every_round_has_its_record_along_the_chain(chain_run):
         services = {s["service"]: s for s in record["services"]}
         assert [services[name]["tier"] for name in ("front", "middle", "back")] == [1, 2, 3]
         assert record["entryRequests"] == services["front"]["requests"] > 0
+        # processes here: each replica's own CPU time (a container's or pod's is its cgroup's)
+        assert {s["cpuAccounting"] for s in services.values()} == {"process"}
+        assert services["front"]["cpuSeconds"] > 0
 
 
 def test_without_a_refusal_every_entry_request_becomes_the_graphs_requests(chain_run):

@@ -46,6 +46,14 @@ def two_tier_run(work: Path, *backend: str, spec: str = SPEC) -> tuple[Path, lis
     return out, rows, list(read_hops(out)), done.stdout + done.stderr
 
 
+def assert_each_service_s_cpu_is_its_container_s(hops: list[dict]) -> None:
+    """In a container or pod of its own, a service's CPU time is its cgroup's, as the engine accounts it."""
+    for record in hops:
+        services = {s["service"]: s for s in record["services"]}
+        assert {s["cpuAccounting"] for s in services.values()} == {"cgroup"}, services
+        assert services["back"]["cpuSeconds"] > 0, services
+
+
 def assert_each_limit_refuses_at_its_tier(rows: list[dict], hops: list[dict]) -> None:
     """host = back: the front's sidecar overflows in its calls of back, the client's sidecar refuses
     nothing (the failures come up the chain as the front's answers); host = front: the reverse."""

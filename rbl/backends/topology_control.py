@@ -138,6 +138,7 @@ class TopologyControl:
         for name, replicas in self.replicas.items():
             total = {"requests": 0, "answeredOk": 0, "answeredFailed": 0, "workSeconds": 0.0,
                      "failedWorkSeconds": 0.0, "cpuSeconds": 0.0}
+            accounted = []
             for replica in replicas:
                 stats = self._stats(replica)
                 answered = stats.get("answered", {})
@@ -149,7 +150,10 @@ class TopologyControl:
                 total["workSeconds"] += work.get("ok", 0.0) + work.get("failed", 0.0)
                 total["failedWorkSeconds"] += work.get("failed", 0.0)     # on requests it answered failed
                 cpu = stats.get("cpu_seconds", {})
-                total["cpuSeconds"] += cpu.get("user", 0.0) + cpu.get("system", 0.0)
+                # its container's cgroup, as the engine accounts it, where the replica has one of its own
+                # and reads it (rbl-chain --cgroup-cpu); else the process's own CPU time
+                accounted.append(cpu.get("cgroup") is not None)
+                total["cpuSeconds"] += cpu["cgroup"] if accounted[-1] else cpu.get("user", 0.0) + cpu.get("system", 0.0)
                 for callee, call in stats.get("calls", {}).items():
                     edge = calls.setdefault((name, callee), {"calls": 0, "callsFailed": 0, "successBuckets": {}})
                     statuses = call.get("statuses", {})
@@ -163,6 +167,7 @@ class TopologyControl:
                     histogram = (success.get("base_ms"), success.get("growth"))
                     for bucket, count in success.get("counts", {}).items():
                         edge["successBuckets"][bucket] = edge["successBuckets"].get(bucket, 0) + count
+            total["cpuAccounting"] = "cgroup" if all(accounted) else "process" if not any(accounted) else "mixed"
             services[name] = total
         edges = {}
         for caller, sidecars in self.sidecars.items():

@@ -151,8 +151,9 @@ def topology_deployment(target, header: dict, images, sidecar_port: int, sidecar
             target, name=replica.name, role=REPLICA_ROLE, image=images.image_for(CHAIN_IMAGE),
             build=chain_build if position == 0 else None,
             pull_policy="never" if built and position > 0 else None,
+            # --cgroup-cpu: the container's CPU time as the engine accounts it (its cgroup)
             command=("--listen", f"0.0.0.0:{CHAIN_PORT}", "--any-address", "--config", CHAIN_CONFIG_IN_CONTAINER,
-                     "--token", COMPOSE_TOKEN),
+                     "--token", COMPOSE_TOKEN, "--cgroup-cpu"),
             ports=(), healthcheck=check, environment=_go_threads(replica.cpus), cpus=replica.cpus,
             volumes=((replica.config_file, CHAIN_CONFIG_IN_CONTAINER),), library=None, depends_on=(), note=None,
             entrypoint=(), network_of=None))

@@ -113,8 +113,9 @@ def topology_objects(header: dict, run: str, namespace: str, shard: int, token: 
 def _pod_spec(replica: PodReplica, configmap: str, token: str, image: str, pull_policy: str) -> dict:
     seed = {"name": "seed", "mountPath": SEED_DIR, "readOnly": True}
     shared = {"name": "sidecar", "mountPath": SIDECAR_DIR}
+    # --cgroup-cpu: the container's CPU time as the kubelet accounts it (its cgroup)
     command = [CHAIN_IN_IMAGE, "--listen", f"0.0.0.0:{CHAIN_PORT}", "--any-address", "--config",
-               f"{SEED_DIR}/{CHAIN_CONFIG}", "--token", token]
+               f"{SEED_DIR}/{CHAIN_CONFIG}", "--token", token, "--cgroup-cpu"]
     service = {"name": "service", "image": image, "imagePullPolicy": pull_policy,
                "command": command + (["--sidecar-dir", SIDECAR_DIR] if replica.calls else []),
                "ports": [{"containerPort": CHAIN_PORT}],

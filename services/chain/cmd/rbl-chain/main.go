@@ -2,7 +2,7 @@
 // runs: per request a fault of its own, its work (factorial(n), a sleep, or none), its downstream
 // calls through its sidecar, and an answer that says where a failure started.
 //
-// Run: rbl-chain --listen 127.0.0.1:PORT --config FILE --token TOKEN [--any-address] [--sidecar-dir DIR]
+// Run: rbl-chain --listen 127.0.0.1:PORT --config FILE --token TOKEN [--any-address] [--sidecar-dir DIR] [--cgroup-cpu]
 // Check: rbl-chain --health http://HOST:PORT/rbl/stats --token TOKEN (a container's health check:
 // exit 0 when the replica answers its stats, 1 otherwise).
 // It prints `ready` on stdout once listening and exits 0 on SIGTERM or SIGINT; a bad flag or
@@ -25,6 +25,9 @@ import (
 	"rbl.dev/chain/internal/service"
 )
 
+// cgroupRoot is where a container sees its own cgroup.
+const cgroupRoot = "/sys/fs/cgroup"
+
 // shutdownGrace is how long requests in flight may take to finish after SIGTERM.
 const shutdownGrace = 2 * time.Second
 
@@ -35,6 +38,7 @@ func main() {
 	token := flags.String("token", "", "the run's token, sent back on every response in "+service.TargetHeader)
 	anyAddress := flags.Bool("any-address", false, "allow --listen on an address that is not loopback (a container)")
 	sidecarDir := flags.String("sidecar-dir", "", "the directory of the files its sidecar Envoy watches, which PUT /rbl/sidecar/NAME replaces (a pod's shared volume)")
+	cgroupCPU := flags.Bool("cgroup-cpu", false, "also report the CPU time its container's cgroup accounts (a container or pod of its own)")
 	health := flags.String("health", "", "check URL (with the token) instead of serving: exit 0 when it answers 200")
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
@@ -76,6 +80,13 @@ func main() {
 			fail("--sidecar-dir " + *sidecarDir + ": not a directory")
 		}
 		replica.RelaySidecarFiles(*sidecarDir)
+	}
+	if *cgroupCPU {
+		if _, err := service.CgroupCPU(cgroupRoot); err != nil {
+			// the run goes on with the process's own CPU time, which the runner then uses
+			fmt.Fprintln(os.Stderr, "rbl-chain: --cgroup-cpu: "+err.Error()+"; reporting the process's CPU time only")
+		}
+		replica.AccountCgroup(cgroupRoot)
 	}
 	server := &http.Server{Handler: replica, ReadHeaderTimeout: 30 * time.Second}
 	stopped, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

@@ -65,6 +65,7 @@ type Stats struct {
 	// the service's own faults (PUT /rbl/fault) as it injected them: the realised rate is measured here
 	abortsInjected atomic.Uint64
 	delaysInjected atomic.Uint64
+	cgroupRoot     string // where its container's cgroup is seen ("": not read)
 }
 
 // peakGauge counts what is in progress and the most at once since it was last read.
@@ -136,6 +137,8 @@ type WorkSeconds struct {
 type CPUSeconds struct {
 	User   float64 `json:"user"`
 	System float64 `json:"system"`
+	// its cgroup's, as the container engine accounts it (with --cgroup-cpu, where readable)
+	Cgroup *float64 `json:"cgroup,omitempty"`
 }
 
 type CallSnapshot struct {
@@ -163,7 +166,7 @@ func (s *Stats) snapshot(service string, replica int) Snapshot {
 		Answered: s.answered.snapshot(),
 		WorkSeconds: WorkSeconds{OK: time.Duration(s.workOK.Load()).Seconds(),
 			Failed: time.Duration(s.workFailed.Load()).Seconds()},
-		CPUSeconds: cpuSeconds(),
+		CPUSeconds: cpuSeconds(s.cgroupRoot),
 		Calls:      map[string]CallSnapshot{},
 		Faults:     FaultCounts{Aborts: s.abortsInjected.Load(), Delays: s.delaysInjected.Load()},
 	}
@@ -180,13 +183,20 @@ func (s *Stats) snapshot(service string, replica int) Snapshot {
 	return snap
 }
 
-// cpuSeconds is the process's own CPU time (getrusage), all its threads.
-func cpuSeconds() CPUSeconds {
+// cpuSeconds is the process's own CPU time (getrusage), all its threads, and its cgroup's when
+// cgroupRoot is given.
+func cpuSeconds(cgroupRoot string) CPUSeconds {
+	var measured CPUSeconds
 	var usage syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
-		return CPUSeconds{}
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err == nil {
+		measured = CPUSeconds{User: seconds(usage.Utime), System: seconds(usage.Stime)}
 	}
-	return CPUSeconds{User: seconds(usage.Utime), System: seconds(usage.Stime)}
+	if cgroupRoot != "" {
+		if cgroup, err := CgroupCPU(cgroupRoot); err == nil {
+			measured.Cgroup = &cgroup
+		}
+	}
+	return measured
 }
 
 func seconds(t syscall.Timeval) float64 {
