@@ -285,3 +285,22 @@ def test_a_fault_at_tier_2_is_injected_by_its_replica_pods(cluster, tmp_path):
     assert session["target"].count("-0-back-") == 2, session["target"]          # two replica pods of back
     assert_the_back_s_own_faults_are_retried_in_the_front_s_sidecar(rows, hops)
     _nothing_left(core, batch)
+
+
+def test_a_topology_whose_pods_cannot_start_is_reported_before_any_shard_and_cleaned_up(cluster, tmp_path):
+    """The replicas' pods come first: one that cannot start ends the run before the Job exists, says
+    which pod and why, and leaves nothing in the cluster."""
+    from kubernetes import client
+    from .two_tier import SPEC as TWO_TIER
+    kubeconfig, core, batch = cluster
+    (tmp_path / "two-tier.rbl").write_text(TWO_TIER)
+    args = _cluster_args(kubeconfig)
+    args[args.index("--runner-image") + 1] = "rbl/no-such-image:0"
+    done = run_rbl("run", "two-tier.rbl", "-o", "run", *args, cwd=tmp_path, timeout=TIMEOUT)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "the topology's pod rbl-two-tier-" in done.stderr and "ErrImageNeverPull" in done.stderr, done.stderr
+    assert "kubernetes: job" not in done.stderr            # no shard was started
+    assert not (tmp_path / "run").exists()
+    _nothing_left(core, batch)
+    apps = client.AppsV1Api(core.api_client)
+    assert apps.list_deployment_for_all_namespaces(label_selector="app.kubernetes.io/managed-by=rbl").items == []

@@ -92,6 +92,12 @@ def test_a_pods_document_that_is_not_one_is_a_usage_error(tmp_path):
     path.write_text(json.dumps({"token": "t", "replicas": []}))
     with pytest.raises(UsageError, match="no replica of front, back"):
         PodTopology(_topology(), read_pods_document(path))
+    placed = [(replica, f"pod-{replica.label}", "10.0.0.1", None) for replica in pod_replicas(_topology())]
+    document = json.loads(pods_document(TOKEN, placed))
+    document["replicas"][-1]["service"] = "elsewhere"         # back keeps one replica
+    path.write_text(json.dumps(document))
+    with pytest.raises(UsageError, match="replicas of elsewhere, which the plan's topology does not have"):
+        PodTopology(_topology(), read_pods_document(path))
 
 
 class _Pods:

@@ -67,8 +67,11 @@ class PodTopology(TopologyControl):
             self.pods.append(f"{entry['pod']} ({entry['address']}{', with its sidecar' if entry['calls'] else ''}): "
                              f"{cpu}")
         missing = [name for name in topology.names if name not in self.replicas]
-        if missing:
-            raise UsageError(f"the topology's pods hold no replica of {', '.join(missing)}",
+        unknown = [name for name in self.replicas if name not in topology.names]
+        if missing or unknown:
+            raise UsageError(f"the topology's pods hold no replica of {', '.join(missing)}" if missing else
+                             f"the topology's pods hold replicas of {', '.join(unknown)}, which the plan's topology "
+                             f"does not have",
                              hint="--topology-pods takes the file the kubernetes backend wrote for this plan")
 
     @property
