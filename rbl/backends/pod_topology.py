@@ -11,13 +11,12 @@ import http.client
 import json
 from pathlib import Path
 
-from ..dataplane.target_token import TOKEN_HEADER
 from ..errors import UsageError
 from ..mesh.sidecar import Sidecar, SidecarError
 from ..mesh.sidecar_config import SidecarAddresses
 from ..targets.kubernetes.topology_pods import SEED_VERSION, SIDECAR_DIR
 from ..topology import Topology
-from .topology_control import Replica, TopologyControl
+from .topology_control import Replica, TopologyControl, ask_replica
 
 RELAY_TIMEOUT_S = 10.0
 REPLICA_KEYS = ("service", "index", "cpus", "calls", "pod", "address", "port", "admin_port")
@@ -34,20 +33,15 @@ class RelayedSidecar(Sidecar):
         self.version = SEED_VERSION            # the next configuration is a new version of the seeded files
 
     def _write(self, path: Path, document: dict) -> None:
-        connection = http.client.HTTPConnection(self.replica.host, self.replica.port, timeout=RELAY_TIMEOUT_S)
         try:
-            connection.request("PUT", f"/rbl/sidecar/{path.name}", body=json.dumps(document).encode(),
-                               headers={TOKEN_HEADER: self.token, "Content-Type": "application/json"})
-            response = connection.getresponse()
-            answer = response.read()
+            status, answer = ask_replica(self.replica, self.token, "PUT", f"/rbl/sidecar/{path.name}",
+                                         json.dumps(document).encode(), timeout=RELAY_TIMEOUT_S)
         except (OSError, http.client.HTTPException) as error:
             raise SidecarError(f"{self.replica.service} replica {self.replica.index + 1} did not take its "
                                f"sidecar's {path.name}: {error}") from error
-        finally:
-            connection.close()
-        if response.status != 200:
+        if status != 200:
             raise SidecarError(f"{self.replica.service} replica {self.replica.index + 1} refused its sidecar's "
-                               f"{path.name}: HTTP {response.status} {answer[:200].decode(errors='replace').strip()}")
+                               f"{path.name}: HTTP {status} {answer[:200].decode(errors='replace').strip()}")
 
 
 class PodTopology(TopologyControl):

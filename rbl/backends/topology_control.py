@@ -190,19 +190,14 @@ class TopologyControl:
         return json.loads(self._ask(replica, "GET", "/rbl/stats"))
 
     def _ask(self, replica: Replica, method: str, path: str, body: bytes | None = None) -> bytes:
-        connection = http.client.HTTPConnection(replica.host, replica.port, timeout=STATS_TIMEOUT)
         try:
-            connection.request(method, path, body=body, headers={TOKEN_HEADER: self.token})
-            response = connection.getresponse()
-            answer = response.read()
+            status, answer = ask_replica(replica, self.token, method, path, body)
         except (OSError, http.client.HTTPException) as error:
             raise ServicesLost(f"{replica.service} replica {replica.index + 1} did not answer {method} {path}: "
                                f"{error}") from error
-        finally:
-            connection.close()
-        if response.status != 200:
+        if status != 200:
             raise ServicesLost(f"{replica.service} replica {replica.index + 1} answered {method} {path} with "
-                               f"HTTP {response.status} ({answer[:200].decode(errors='replace').strip()})")
+                               f"HTTP {status} ({answer[:200].decode(errors='replace').strip()})")
         return answer
 
     # -- a service's own faults (fault.at) ---------------------------------------------------
@@ -223,6 +218,19 @@ class TopologyControl:
             aborts += stats.get("faults", {}).get("aborts", 0)
             delays += stats.get("faults", {}).get("delays", 0)
         return requests, aborts, delays
+
+
+def ask_replica(replica: Replica, token: str, method: str, path: str, body: bytes | None = None,
+                timeout: float = STATS_TIMEOUT) -> tuple[int, bytes]:
+    """One request to a replica's /rbl/ control, with the run's token: (status, body). A transport
+    failure raises OSError or HTTPException, which each caller words its own way."""
+    connection = http.client.HTTPConnection(replica.host, replica.port, timeout=timeout)
+    try:
+        connection.request(method, path, body=body, headers={TOKEN_HEADER: token})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 class Peaks(dict):
