@@ -38,6 +38,8 @@ def _resources(resources: dict | None) -> str:
         parts.append(f"{resources['cpus']:g} CPU each")
     if "noisy_cpus" in resources:
         parts.append(f"the last {resources['noisy_cpus']:g} CPU")
+    if resources.get("drop_abandoned"):
+        parts.append("dropping abandoned work")
     return f" ({', '.join(parts)})"
 
 
@@ -83,7 +85,8 @@ def plan_summary(space: TestSpace) -> str:
     if space.topology is not None:
         lines += _topology_lines(space)
     elif space.workload is None:
-        lines.append(f"  target      {space.target}, {space.successes} successes per virtual user, "
+        lines.append(f"  target      {space.target}{_resources(space.target_resources)}, {space.successes} "
+                     f"successes per virtual user, "
                      f"at most {space.max_requests} requests")
     else:
         what = "a population of users" if space.workload.kind == "users" else "open-loop load"

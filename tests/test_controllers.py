@@ -14,7 +14,7 @@ from rbl.libraries.istio import enforced_policies
 from rbl.mesh.sidecar_config import cluster_for, route_for
 from rbl.runner.controllers import AdaptiveBreaker, AimdRetry, ControllerObserver, Window, controller_of, window_of
 from rbl.runner.round import Counters, RoundMoment
-from rbl.store.controllers import read_decisions
+from rbl.store.controllers import append_decision, read_decisions
 from rbl.store.requests import REQUEST_SCHEMA
 
 
@@ -176,7 +176,46 @@ def test_the_observer_decides_at_each_tick_and_retunes_only_a_changed_value(tmp_
     assert decisions[1]["value"] == 170 and decisions[1]["appliedMs"] is None and len(retuned) == 1
     # a new round starts a new controller from the configuration's own start
     observer.round_starts(FakeSetup(scenario, "s/1/2"))
-    assert observer.current.controller.value == 1024 and observer.current.seen == 0
+    (_, _, controller), = observer.current.controllers
+    assert controller.value == 1024 and observer.current.seen == 0
+
+
+def test_composed_controllers_decide_on_one_window_and_are_put_in_force_together(tmp_path):
+    """The adaptive retry paper's setting: its retry controller beside the adaptive breaker, in one sidecar."""
+    config = {"aimd_retry.attempts": 2, "aimd_retry.target": 100, "aimd_retry.interval": 2000,
+              "adaptive_breaker.http2MaxRequests": 1024, "adaptive_breaker.trt": 100, "adaptive_breaker.p": 0.9,
+              "adaptive_breaker.interval": 2000}
+    scenario = {"id": "ab", "client": "both", "pattern": "aimd_retry+adaptive_breaker", "config": config}
+    observer = ControllerObserver(tmp_path)
+    answered: list[dict] = []
+    retuned: list[dict] = []
+
+    def tick(elapsed: float) -> None:
+        table = pa.Table.from_pylist(answered, schema=REQUEST_SCHEMA)
+        observer.tick(RoundMoment(FakeSetup(scenario), elapsed, Counters({}, {}), lambda: table, lambda: 10,
+                                  lambda pattern, config: retuned.append(config) or 0.002))
+
+    observer.round_starts(FakeSetup(scenario))
+    assert observer.interval_s == 2.0
+    answered += requests(40, 50.0) + requests(2, 5.0, "circuit_broken")
+    tick(2.0)              # the breaker's overflows halve the retries; RT95 50 over a queue of 10 sets the limit
+    decisions = {d["controller"]: d for d in read_decisions(tmp_path)}
+    assert (decisions["aimd_retry"]["previous"], decisions["aimd_retry"]["value"]) == (2, 1)
+    assert (decisions["adaptive_breaker"]["previous"], decisions["adaptive_breaker"]["value"]) == (1024, 170)
+    assert decisions["aimd_retry"]["window"] == decisions["adaptive_breaker"]["window"]
+    assert retuned == [{**config, "aimd_retry.attempts": 1, "adaptive_breaker.http2MaxRequests": 170}]
+    answered += requests(40, 50.0)
+    tick(4.0)              # a clean window: one retry back, and the breaker's earlier value is kept in force
+    assert retuned[-1]["aimd_retry.attempts"] == 2 and retuned[-1]["adaptive_breaker.http2MaxRequests"] > 1
+    assert len(retuned) == 2 and len(list(read_decisions(tmp_path))) == 4
+
+
+def test_composed_controllers_must_tick_together():
+    found = [e for e in errors(OPEN + "  client istio.aimd_retry + adaptive_breaker {\n"
+                                      "    aimd_retry.interval = 2s\n  }\n") if e.code == "E0228"]
+    assert found and "need one `interval`" in found[0].message
+    assert not errors(OPEN + "  client istio.aimd_retry + adaptive_breaker {\n    aimd_retry.interval = 2s\n"
+                             "    adaptive_breaker.interval = 2s\n  }\n")
 
 
 def test_the_observer_is_not_ticked_in_a_round_without_a_controller(tmp_path):
@@ -282,3 +321,33 @@ def test_a_controller_of_one_s_own_that_gives_no_number_fails_its_round(given):
     own = OwnController("odd", Odd(), "aimd_retry")
     with pytest.raises(RoundFailed, match="controller 'odd' gave"):
         own.decide(window())
+
+
+def test_the_report_draws_each_of_composed_controllers_in_panels_of_its_own(tmp_path):
+    from rbl.compiler.plan import plan_header
+    from rbl.report.cells import Cell
+    from rbl.report.controllers_section import controllers_section
+    result = compile_source("space s {\n" + OPEN + "  client istio.aimd_retry + adaptive_breaker as both {\n"
+                            "    aimd_retry.interval = 2s\n    adaptive_breaker.interval = 2s\n  }\n}\n", "s.rbl")
+    assert result.space is not None, [d.message for d in result.diagnostics]
+    header = plan_header(result.space)
+    config = {"aimd_retry.attempts": 2, "aimd_retry.target": 100, "aimd_retry.interval": 2000,
+              "adaptive_breaker.http2MaxRequests": 1024, "adaptive_breaker.trt": 100, "adaptive_breaker.p": 0.9,
+              "adaptive_breaker.interval": 2000}
+    scenario = {"id": "ab", "client": "both", "library": "istio", "pattern": "aimd_retry+adaptive_breaker",
+                "config": config}
+    window = {"answered": 10, "successes": 10, "failed": 0, "circuitBroken": 0, "rt95Ms": 40.0, "queue": 3}
+    for second, (attempts, limit) in enumerate([(1, 300), (2, 120), (3, 90)], start=1):
+        for controller, parameter, before, after in (("aimd_retry", "attempts", attempts + 1, attempts),
+                                                      ("adaptive_breaker", "http2MaxRequests", 1024, limit)):
+            append_decision(tmp_path, {"scenarioId": "ab", "round": 1, "client": "both", "controller": controller,
+                                       "algorithm": "x", "elapsedS": 2.0 * second, "at": 0, "parameter": parameter,
+                                       "previous": before, "value": after, "appliedMs": 1.0, "window": window,
+                                       "state": {}})
+    (tmp_path / "report").mkdir()
+    figures, files = controllers_section(tmp_path, header, [Cell(scenario, rounds={1: []})], tmp_path / "report")
+    assert figures and (tmp_path / "report" / "controllers.csv") in files
+    svg = next(path for path in files if path.suffix == ".svg").read_text()
+    # a panel per controller, each with only its own parameter's values
+    assert "(aimd_retry)" in svg and "(adaptive_breaker)" in svg
+    assert ">attempts<" in svg and ">http2MaxRequests<" in svg

@@ -95,6 +95,8 @@ def test_the_plan_file_refuses_a_point_the_plan_does_not_have():
     ('  load = open\n  load.rate = 50%\n  load.peak = 120%\n  load.profile = ramp\n  target in ["/a", "/b"]\n',
      "E0231", "share of one calibrated capacity"),
     ('  load = users\n  load.users = 2\n  target in ["/a", "b"]\n', "E0218", "must be a URL path"),
+    ("  users = 2\n  target.drop_abandoned in [true, false]\n", "E0210", "`target.drop_abandoned` cannot vary"),
+    ("  users = 2\n  target.drop_abandoned = 1\n", "E0202", "`target.drop_abandoned` expects `true` or `false`"),
 ])
 def test_a_target_axis_where_it_cannot_be_run_is_a_located_error(settings, code, message):
     diagnostics = compile_source(f"space s {{\n{settings}  client istio.baseline {{}}\n}}\n", "s.rbl").diagnostics

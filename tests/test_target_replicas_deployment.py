@@ -121,6 +121,21 @@ def test_without_resources_the_target_container_holds_httpbin_and_the_proxy(tmp_
     assert endpoints(out / "envoy" / "envoy.yaml") == ("STATIC", [("127.0.0.1", 8000)])
 
 
+def test_target_drop_abandoned_reaches_every_httpbin_and_only_it(tmp_path):
+    dropping = SPEC.replace("  target.replicas = 3\n", "  target.replicas = 3\n  target.drop_abandoned = true\n")
+    for spec, names in ((dropping, ("target", "target-2", "target-3")), (PLAIN_SPEC.replace(
+            'target = "/bytes/64"\n', 'target = "/bytes/64"\n  target.drop_abandoned = true\n'), ("target",))):
+        out = compiled(tmp_path / str(len(names)), spec)
+        code, project, stderr = load_compose(out / "docker-compose.yaml")
+        assert code == 0, stderr
+        services = project["services"]
+        for name, service in services.items():
+            has = (service.get("environment") or {}).get("RBL_TARGET_DROP_ABANDONED")
+            assert has == ("1" if name in names else None), name
+    out = compiled(tmp_path / "finishing", PLAIN_SPEC)
+    assert "RBL_TARGET_DROP_ABANDONED" not in (out / "docker-compose.yaml").read_text()
+
+
 def test_on_the_host_network_each_replica_has_its_own_port_and_clients_reach_the_proxy(tmp_path):
     services = host_services(tmp_path)
     deployment = services.deployment

@@ -155,6 +155,8 @@ def _space(topology: str, client: str = "client istio.retry {}", extra: str = ""
      ("E0604", 3, 3, "the topology does not say which service the load calls")),
     ("    service a { work = none() }", "  target = \"/bytes/5\"\n", "client istio.retry {}",
      ("E0604", 3, 3, "`target` does not apply to a space with a topology")),
+    ("    service a { work = none() }", "  target.drop_abandoned = true\n", "client istio.retry {}",
+     ("E0604", 3, 3, "`target.drop_abandoned` does not apply to a space with a topology")),
     ("    service a { work = none() }\n    service a { work = none() }", "", "client istio.retry {}",
      ("E0604", 5, 13, "service `a` is declared twice")),
     ("    service a { calls b * 101 }\n    service b { work = none() }", "", "client istio.retry {}",

@@ -1,13 +1,16 @@
 """The adaptive retry paper's Table IV at small scale: examples/transient-overload.rbl on real sidecar
 Envoys, a CPU-bound target in two replicas under cgroup budgets, 60% of its capacity with spikes to
-140%. What the run measured is printed (pytest -s), whichever way it falls.
+140%; timed-out tries are retried (retryOn 5xx) and the target drops the work of a try its caller
+gave up on (target.drop_abandoned), the example's two choices that let the retries matter on one hop.
+What the run measured is printed (pytest -s), and the paper's ordering is asserted: the AIMD retry
+carries more than Istio's default 2 x 25 ms, and no less than the grid's best static configuration
+beyond the round's noise.
 
-The paper's ordering (the AIMD retry above Istio's default 2 x 25 ms) is printed, not asserted: at
-this scale it is not stable. Three 20-s rounds on one machine gave the default 13%, 21% and 95% of
-its requests and the AIMD retry 39%, 12% and 56%; which configuration a spike tips into a queue that
-outlasts it decides each round. What holds in every round is asserted: the controller halves its
-retries in the spikes and adds them back after, and the per-try timeout it derives (target /
-attempts) never falls to where every try times out, as the grid's 1 ms does.
+Without the two choices the ordering did not hold from one round to the next: one spike left a
+backlog of abandoned work at the target that outlasted the round, and then every configuration
+carried 11-13% (the 1 ms ones 0%; one run here); with Istio's default conditions a timed-out try is
+not retried, so `attempts` changed nothing, and the grid's 25 and 50 ms rows, one configuration
+measured six times, carried 60-79% in one round.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from rbl.store.requests import read_requests
 
 from .conftest import REPO, run_rbl
 
-# one round of 20 s with two spikes (3 s in every 10 s), windows of 2 s
-SHORT = ("--rounds", "1", "--set", "load.duration=20s", "--set", "load.period=10s", "--set", "load.length=3s")
+# one round of 40 s with four spikes (3 s in every 10 s), windows of 2 s
+SHORT = ("--rounds", "1", "--set", "load.duration=40s", "--set", "load.period=10s", "--set", "load.length=3s")
 WINDOW_S = 2.0
+DEFAULT = "2 x 25 ms"          # Istio's default retry
 
 
 @pytest.fixture(scope="module")
@@ -59,33 +63,38 @@ def window_carried(run: Path, row: dict) -> np.ndarray:
 def test_the_aimd_retry_retunes_the_route_while_the_spikes_come(transient):
     run, rows = transient
     decisions = [d for d in read_decisions(run) if d["scenarioId"] == rows["aimd"]["scenarioId"]]
-    assert 7 <= len(decisions) <= 11, [d["elapsedS"] for d in decisions]
+    # one every 2 s of the 44-s round (its 4-s warm-up too)
+    assert 16 <= len(decisions) <= 23, [d["elapsedS"] for d in decisions]
     # a spike's failures halve the retries, a calm window adds one back
     assert any(d["value"] < d["previous"] for d in decisions), decisions
     assert any(d["value"] > d["previous"] for d in decisions), decisions
     assert all(row["oracleViolations"] == [] for row in rows.values())
 
 
-def test_the_aimd_retry_is_measured_against_the_static_grid(transient):
+def round_noise(run: Path, rows: dict[str, dict], one: str, other: str) -> float:
+    """How far apart one round leaves two configurations that met the same spikes window by window:
+    twice the standard error of the mean of their per-window differences in carried share."""
+    mine, theirs = window_carried(run, rows[one]), window_carried(run, rows[other])
+    windows = min(len(mine), len(theirs))
+    gaps = mine[:windows] - theirs[:windows]
+    return 2 * float(np.std(gaps, ddof=1)) / np.sqrt(windows)
+
+
+def test_the_aimd_retry_carries_more_than_istios_default_and_about_the_best_static(transient):
     run, rows = transient
     carried = {label: row["carriedThroughput"] for label, row in rows.items()}
     statics = {label: value for label, value in carried.items() if label != "aimd"}
     best = max(statics, key=statics.get)
     print("\ncarried throughput:", ", ".join(f"{label} {value:.1%}" for label, value in
                                             sorted(carried.items(), key=lambda item: -item[1])))
-    # The round's own noise: two configurations met the same spikes window by window, so the spread
-    # of their per-window differences says how far apart one round leaves two equal ones (twice the
-    # standard error of the mean difference).
-    for other in dict.fromkeys([best, "2 x 25 ms"]):
-        aimd, theirs = window_carried(run, rows["aimd"]), window_carried(run, rows[other])
-        windows = min(len(aimd), len(theirs))
-        gaps = aimd[:windows] - theirs[:windows]
-        noise = 2 * float(np.std(gaps, ddof=1)) / np.sqrt(windows)
+    noise = {other: round_noise(run, rows, "aimd", other) for other in dict.fromkeys([best, DEFAULT])}
+    for other, spread in noise.items():
         print(f"aimd {carried['aimd']:.1%} against {other} {carried[other]:.1%}: "
-              f"{100 * (carried['aimd'] - carried[other]):+.1f} points, the round's noise {100 * noise:.1f} points "
-              f"over {windows} windows")
-    # a 1 ms try almost never answers this target (0.1-1.4% of the requests here), and the AIMD
-    # retry's per-try timeout (100 ms / attempts) never comes down to it
+              f"{100 * (carried['aimd'] - carried[other]):+.1f} points, the round's noise {100 * spread:.1f} points")
+    # the paper: 53.27% against 4.41% for the default, about a point above the best static
+    assert carried["aimd"] > carried[DEFAULT], carried
+    assert carried["aimd"] >= carried[best] - noise[best], (carried, noise)
+    # a 1 ms try almost never answers this target, and the AIMD retry's per-try timeout (100 ms /
+    # attempts) never comes down to it
     one_ms = {label: value for label, value in statics.items() if label.endswith(" x 1 ms")}
     assert len(one_ms) == 3 and max(one_ms.values()) < 0.05, one_ms
-    assert carried["aimd"] > 0.03 + max(one_ms.values()), carried

@@ -152,4 +152,6 @@ def _target_resources(settings: dict) -> dict | None:
         resources["noisy_cpus"] = float(settings["target.noisy_cpus"].v)
     if settings["target.replicas"].v != 1:
         resources["replicas"] = settings["target.replicas"].v
+    if settings["target.drop_abandoned"].v:
+        resources["drop_abandoned"] = True
     return resources or None

@@ -114,7 +114,7 @@ values of one parameter, make it an axis: `x in [a, b]`.
     "E0209": ("unknown setting", """
 Space settings are: rounds, users, successes, max_requests, target, fault.kind, fault.status,
 fault.duration, fault.rate, order, order.seed, warmup, load, target.cpus, target.replicas,
-target.noisy_cpus, and for open-loop load (`load = open`) load.rate, load.rps, load.arrivals,
+target.noisy_cpus, target.drop_abandoned, and for open-loop load (`load = open`) load.rate, load.rps, load.arrivals,
 load.duration, load.warmup, load.profile, load.peak, load.peak_rps, load.period, load.length,
 load.timeout, load.window, load.slo and load.capacity. Client parameters belong inside a
 `client` block.
@@ -225,7 +225,8 @@ from the last window's per-request measurements: it needs open-loop load (`load 
 requests rbl records one by one as they are answered. Controllers run on one hop (no `topology`)
 for now. A client cannot compose a controller with the static policy it controls
 (`adaptive_breaker` with `circuit_breaker`, `aimd_retry` with `retry`): both would set the same
-field. Envoy's adaptive concurrency and admission control filters (`istio.adaptive_concurrency`,
+field. Two controllers compose (`aimd_retry + adaptive_breaker`) when they share one `interval`:
+they decide together, on the same window. Envoy's adaptive concurrency and admission control filters (`istio.adaptive_concurrency`,
 `istio.admission_control`) sit on the client sidecar's listener, so they run on one hop too, and not
 beside a controller, whose every retune would restart them.
 """),

@@ -34,13 +34,18 @@ def controllers_section(run_dir: Path, header: dict, cells: list[Cell], out_dir:
     if not any(name in DRAWN for c in header["clients"] for name in pattern_names(c["pattern"])):
         return [], []
     counted = {(c.scenario["id"], r) for c in cells for r in c.rounds}
-    by_scenario: dict[str, list[dict]] = {}
+    # per configuration and controller: a client may compose two (the retry and the breaker controller)
+    by_controller: dict[str, dict[str, list[dict]]] = {}
     for record in read_decisions(run_dir):
         if (record["scenarioId"], record["round"]) in counted:
-            by_scenario.setdefault(record["scenarioId"], []).append(record)
+            by_controller.setdefault(record["scenarioId"], {}).setdefault(record["controller"], []).append(record)
     labeller = Labeller(header)
-    drawn = [(labeller.label(c.scenario), c.scenario, by_scenario[c.scenario["id"]]) for c in cells
-             if c.scenario["id"] in by_scenario]
+    drawn = []
+    for cell in cells:
+        controllers = by_controller.get(cell.scenario["id"], {})
+        for controller, records in controllers.items():
+            label = labeller.label(cell.scenario) + (f" ({controller})" if len(controllers) > 1 else "")
+            drawn.append((label, cell.scenario, records))
     if not drawn:
         return [], []
     files = [_write_csv(drawn, out_dir / "controllers.csv")]

@@ -89,6 +89,8 @@ def target_key(target: dict, proxy_kind: str, slo_ms: float, topology: dict | No
     key = {"path": target["path"], "replicas": target.get("replicas", 1), "cpus": target.get("cpus"),
            "noisy_cpus": target.get("noisy_cpus"), "proxy": proxy_kind, "slo_ms": slo_ms}
     key = key if backend == "local" else {**key, "backend": backend}
+    if target.get("drop_abandoned"):       # the calibration's overloaded steps abandon work too
+        key = {**key, "drop_abandoned": True}
     return key if topology is None else {**key, "topology": topology}
 
 

@@ -123,16 +123,23 @@ def installed_controllers() -> dict[str, object]:
     return {point.name: point for point in entry_points(group=CONTROLLER_GROUP)}
 
 
-def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
-    """(controller pattern, its config key prefix, a fresh controller) of a configuration, or None.
-    The controller is the built-in algorithm, or the one its `controller` names among those
-    installed (docs/controllers.md), made from the pattern's parameters."""
+def controllers_of(pattern: str, config: dict) -> list[tuple[str, str, object]]:
+    """(controller pattern, its config key prefix, a fresh controller) of each controller of a
+    configuration, in the pattern's order (a client may compose several: the adaptive retry paper
+    runs its retry controller beside the adaptive breaker)."""
     names = pattern_names(pattern)
-    found = [name for name in names if name in CONTROLLED]
-    if not found:
-        return None
-    name = found[0]
-    prefix = "" if len(names) == 1 else f"{name}."
+    return [_controller(name, "" if len(names) == 1 else f"{name}.", config) for name in names if name in CONTROLLED]
+
+
+def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
+    """The first of controllers_of, or None."""
+    found = controllers_of(pattern, config)
+    return found[0] if found else None
+
+
+def _controller(name: str, prefix: str, config: dict) -> tuple[str, str, object]:
+    """The built-in algorithm, or the one its `controller` names among those installed
+    (docs/controllers.md), made from the pattern's parameters."""
     params = {key[len(prefix):]: value for key, value in config.items() if key.startswith(prefix)}
     algorithm = params.get("controller", BUILT_IN_CONTROLLERS[name])
     if algorithm == BUILT_IN_CONTROLLERS[name]:
@@ -183,15 +190,16 @@ class OwnController:
 
 @dataclass
 class _Round:
-    name: str
-    prefix: str
-    controller: object
+    controllers: list[tuple[str, str, object]]     # controllers_of's, deciding together
+    config: dict                 # the configuration in force: each controlled parameter at its value now
     seen: int = 0                # rows of the round's requests read at earlier decisions
 
 
 class ControllerObserver:
-    """Runs the controller of a round whose client has one: the frame ticks it every `interval` of
-    that round (round_starts sets it), and not at all in a round without one."""
+    """Runs the controllers of a round whose client has any: the frame ticks it every `interval` of
+    that round (round_starts sets it; composed controllers share one, `rbl check` sees to it), and
+    not at all in a round without one. Each tick every controller decides on the same window, and
+    what changed is put in force in one retune."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
@@ -199,15 +207,14 @@ class ControllerObserver:
         self.interval_s: float | None = None
 
     def round_starts(self, setup) -> None:
-        """A new round: a new controller from the configuration's own start, or none."""
+        """A new round: new controllers from the configuration's own start, or none."""
         scenario = setup.scenario
-        found = controller_of(scenario["pattern"], scenario["config"])
-        if found is None:
+        found = controllers_of(scenario["pattern"], scenario["config"])
+        if not found:
             self.current, self.interval_s = None, None
             return
-        name, prefix, controller = found
-        self.current = _Round(name, prefix, controller)
-        self.interval_s = float(scenario["config"][f"{prefix}interval"]) / 1000
+        self.current = _Round(found, dict(scenario["config"]))
+        self.interval_s = float(scenario["config"][f"{found[0][1]}interval"]) / 1000
 
     def tick(self, moment: RoundMoment) -> None:
         state = self.current
@@ -219,18 +226,23 @@ class ControllerObserver:
         rows = table.slice(state.seen)
         state.seen = table.num_rows
         window = window_of(rows, moment.queue())
-        before = state.controller.value
-        after = state.controller.decide(window)
+        decided = []
+        for name, prefix, controller in state.controllers:
+            before = controller.value
+            after = controller.decide(window)
+            state.config[f"{prefix}{controller.parameter}"] = after
+            decided.append((name, controller, before, after))
         scenario = moment.setup.scenario
         applied_ms = None
-        if after != before:
-            config = {**scenario["config"], f"{state.prefix}{state.controller.parameter}": after}
-            applied_ms = round(moment.retune(scenario["pattern"], config) * 1000, 3)
-        append_decision(self.run_dir, {
-            "scenarioId": scenario["id"], "round": moment.setup.round_number, "client": scenario["client"],
-            "controller": state.name, "algorithm": state.controller.name, "elapsedS": round(moment.elapsed_s, 3), "at": time.time(),
-            "parameter": state.controller.parameter, "previous": before, "value": after,
-            "appliedMs": applied_ms, "window": window.record(), "state": state.controller.state()})
+        if any(after != before for _, _, before, after in decided):
+            applied_ms = round(moment.retune(scenario["pattern"], dict(state.config)) * 1000, 3)
+        for name, controller, before, after in decided:
+            append_decision(self.run_dir, {
+                "scenarioId": scenario["id"], "round": moment.setup.round_number, "client": scenario["client"],
+                "controller": name, "algorithm": controller.name, "elapsedS": round(moment.elapsed_s, 3),
+                "at": time.time(), "parameter": controller.parameter, "previous": before, "value": after,
+                "appliedMs": applied_ms if after != before else None, "window": window.record(),
+                "state": controller.state()})
 
 
 class SelfSetLimitObserver:

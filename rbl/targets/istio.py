@@ -239,9 +239,8 @@ def render_configuration(header: dict, label: str, pattern: str, index: int, cou
     if release_of(header) is not None:
         head.append(f"# Istio {release_of(header)}'s defaults: where they differ from today's (its default retry also "
                     "retried a 503), they are written out.")
-    controlled = [name for name in pattern_names(pattern) if name in CONTROLLED]
-    if controlled:
-        head.append(f"# {controlled[0]} is a controller: `rbl run` retunes its {CONTROLLED[controlled[0]]} while the "
+    for name in (name for name in pattern_names(pattern) if name in CONTROLLED):
+        head.append(f"# {name} is a controller: `rbl run` retunes its {CONTROLLED[name]} while the "
                     "load runs (Istio has no API for that); this file holds its starting point.")
     return "\n".join([*head, *documents]) + "\n"
 

@@ -29,6 +29,7 @@ from rich.console import Console
 
 from ...clients.protocol import max_jobs_arguments
 from ...compiler.plan import axis_largest
+from ...dataplane.target_settings import DROP_ABANDONED_ENV, target_environment
 from ...dataplane.target_token import TOKEN_ENV
 from ...errors import EnvironmentMissing
 from ...libraries.istio import release_of
@@ -250,8 +251,11 @@ class LocalServices:
         name = "target (httpbin under gunicorn)" if replica == 0 else f"target replica {replica + 1}"
         # SIGKILL: the target keeps nothing worth a shutdown, and gunicorn's own (graceful, or the
         # quick SIGQUIT) took 0.3-0.6 s, the longest of every service's stop
+        # the plan alone says how the target serves: no setting of it is inherited from the runner's shell
+        inherited = {key: value for key, value in os.environ.items() if key != DROP_ABANDONED_ENV}
         service = self._start(name, argv, "target.log" if replica == 0 else f"target-{replica + 1}.log",
-                              env={**os.environ, TOKEN_ENV: self.target_token}, stop_signal=signal.SIGKILL)
+                              env={**inherited, TOKEN_ENV: self.target_token, **target_environment(self.target)},
+                              stop_signal=signal.SIGKILL)
         self.target_services.append(service)
         service.wait_http(f"http://{HOST}:{port}/status/200", READY_TIMEOUT)
         what = f"replica {replica + 1}: {workers} worker{'s' if workers != 1 else ''}"

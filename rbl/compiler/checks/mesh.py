@@ -35,8 +35,10 @@ def check_mesh_policies(ctx: CheckContext) -> None:
             if policy == POOL:
                 _check_pool(ctx, client, params, qualified)
         controllers = [policy for policy in policies if policy in CONTROLLED]
-        if controllers:
-            _check_controller(ctx, client, controllers[0], policies)
+        for controller in controllers:
+            _check_controller(ctx, client, controller, policies)
+        if len(controllers) > 1:
+            _check_one_interval(ctx, client, controllers)
         for sidecar_filter in (policy for policy in policies if policy in ENVOY_FILTERS):
             _check_sidecar_filter(ctx, client, sidecar_filter, controllers)
 
@@ -83,6 +85,19 @@ def _check_controller(ctx: CheckContext, client: ClientSpec, controller: str, po
                                  f"composed with `{CONTROLS[controller]}`", where, "both set the same field",
                         help=f"keep one of them; `{controller}` starts from its own "
                              f"{CONTROLLED[controller]}")
+
+
+def _check_one_interval(ctx: CheckContext, client: ClientSpec, controllers: list[str]) -> None:
+    """Composed controllers decide together, on one window: their `interval`s must be one value."""
+    params = {p.name: p for p in client.params}
+    intervals = [params[f"{controller}.interval"] for controller in controllers]
+    values = {value.v for param in intervals for value in param.values}
+    if len(values) > 1 or any(len(param.values) > 1 for param in intervals):
+        where = next((p.span for p in intervals if p.explicit and p.span is not None), client.span)
+        ctx.diags.error("E0228", f"the controllers {' and '.join(f'`{c}`' for c in controllers)} of one client "
+                                 "need one `interval`", where, "they decide together, on the same window",
+                        help="give each the same single value, e.g. " +
+                             " and ".join(f"`{c}.interval = 5s`" for c in controllers))
 
 
 def _policies(client: ClientSpec) -> list[str]:

@@ -88,6 +88,12 @@ SPACE_SETTINGS: dict[str, SettingDef] = {
                                                                Bound("<=", Value("float", Fraction(256))))),
                                     None, False, "CPU budget of the last replica instead of target.cpus "
                                                  "(a noisy neighbour's share)"),
+    # what the target does with a request whose caller left (a per-try timeout, a reset): a plain
+    # WSGI server works off everything it accepted; a server that honours cancellation does not
+    "target.drop_abandoned": SettingDef(ParamType("bool"), Value("bool", False), False,
+                                        "whether /factorial/N stops its work once its caller has gone, as a "
+                                        "server that honours cancellation does [default: false: it finishes it, "
+                                        "as a plain WSGI server does]"),
     # the Istio release whose defaults the mesh policies follow (rbl/libraries/istio.py)
     "istio.version": SettingDef(ParamType("string"), None, False,
                                 "the Istio release whose defaults the istio clients' policies follow, e.g. "

@@ -22,7 +22,7 @@ MAX_REQUESTS_PER_ENTRY = 10_000      # internal requests one entry request may b
 MAX_FACTORIAL = 100_000              # the chain service's bound too (about a second and a half of CPU)
 MAX_SLEEP_US = 60_000_000
 # the settings a topology makes meaningless: the entry service is the target
-TARGET_SETTINGS = ("target", "target.cpus", "target.replicas", "target.noisy_cpus")
+TARGET_SETTINGS = ("target", "target.cpus", "target.replicas", "target.noisy_cpus", "target.drop_abandoned")
 MODES = ("sequential", "parallel")
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from ...compiler.plan import axis_largest
 from ...clients.protocol import max_jobs_arguments
+from ...dataplane.target_settings import target_environment
 from ...plan_records import MESH_SERVICE, OPEN_LOOP_CONNECTIONS, is_open_loop
 from .target_replicas import PROXY_ROLE, PROXY_SERVICE, has_resources, split_target
 from .topology_services import CHAIN_DOCKERFILE, CHAIN_IMAGE, SERVICE_SIDECAR_ROLE, topology_deployment
@@ -222,7 +223,7 @@ def deployment_for(header: dict, images: ImageChoice, layout: Layout = COMPOSE_L
         # target.cpus/replicas: httpbin replicas in containers of their own, the proxy in its own
         services = split_target(target, layout, resources)
     else:
-        services = [target]
+        services = [replace(target, environment={**target.environment, **target_environment(resources)})]
     proxy = services[-1].name
     warnings = []
     # open-loop load: a client may hold as many calls at once as the load generator opens

@@ -19,6 +19,8 @@ import math
 import urllib.request
 from dataclasses import replace
 
+from ...dataplane.target_settings import target_environment
+
 PROXY_ROLE = "proxy"
 PROXY_SERVICE = "proxy"
 DEFAULT_WORKERS = 2          # httpbin's gunicorn workers without a budget (target-entrypoint.sh)
@@ -65,7 +67,7 @@ def split_target(target, layout, resources: dict) -> list:
             target, **({} if index == 0 else shared), name=replica_name(index), ports=(), volumes=(), cpus=cpus,
             healthcheck=("CMD", "python", "-c", check),
             environment={"RBL_TARGET_ROLE": "httpbin", "BIND_HOST": layout.bind_host, "HTTPBIN_PORT": str(port),
-                         "HTTPBIN_WORKERS": str(workers_for(cpus))}))
+                         "HTTPBIN_WORKERS": str(workers_for(cpus)), **target_environment(resources)}))
     upstreams = ",".join(f"{host}:{port}" for host, port in replica_upstreams(layout, len(replicas)))
     proxy = replace(target, **shared, name=PROXY_SERVICE, role=PROXY_ROLE,
                     environment={**target.environment, "RBL_TARGET_ROLE": "proxy", "UPSTREAMS": upstreams},
