@@ -12,7 +12,7 @@ import pytest
 from rbl.compiler.pipeline import compile_source
 from rbl.libraries.istio import enforced_policies
 from rbl.mesh.sidecar_config import cluster_for, route_for
-from rbl.runner.controllers import AdaptiveBreaker, AimdRetry, ControllerObserver, Window, controller_of, window_of
+from rbl.runner.controllers import AdaptiveBreaker, AimdRetry, ControllerObserver, Window, controllers_of, window_of
 from rbl.runner.round import Counters, RoundMoment
 from rbl.store.controllers import append_decision, read_decisions
 from rbl.store.requests import REQUEST_SCHEMA
@@ -83,12 +83,17 @@ def test_the_sidecar_runs_the_current_value():
     assert "retry_policy" not in route_for({"aimd_retry": {"attempts": 0, "target": 100, "interval": 5000}}, "upstream")
 
 
-def test_controller_of_finds_the_controller_of_a_composed_client():
-    name, prefix, controller = controller_of("outlier_detection+adaptive_breaker", {
+def test_controllers_of_finds_the_controllers_of_a_composed_client():
+    (name, prefix, controller), = controllers_of("outlier_detection+adaptive_breaker", {
         "outlier_detection.consecutive5xxErrors": 3, "adaptive_breaker.http2MaxRequests": 64,
         "adaptive_breaker.trt": 50, "adaptive_breaker.p": 0.5, "adaptive_breaker.interval": 2000})
     assert (name, prefix, controller.value, controller.trt_ms) == ("adaptive_breaker", "adaptive_breaker.", 64, 50.0)
-    assert controller_of("circuit_breaker", {"http2MaxRequests": 1}) is None
+    assert controllers_of("circuit_breaker", {"http2MaxRequests": 1}) == []
+    both = controllers_of("aimd_retry+adaptive_breaker", {
+        "aimd_retry.attempts": 3, "aimd_retry.target": 90, "adaptive_breaker.http2MaxRequests": 8,
+        "adaptive_breaker.trt": 50, "adaptive_breaker.p": 0.5})
+    assert [(name, prefix, c.value) for name, prefix, c in both] == [("aimd_retry", "aimd_retry.", 3),
+                                                                    ("adaptive_breaker", "adaptive_breaker.", 8)]
 
 
 # -- where they can run -----------------------------------------------------------------------------

@@ -94,7 +94,8 @@ def test_the_aimd_retry_carries_more_than_istios_default_and_about_the_best_stat
     # the paper: 53.27% against 4.41% for the default, about a point above the best static
     assert carried["aimd"] > carried[DEFAULT], carried
     assert carried["aimd"] >= carried[best] - noise[best], (carried, noise)
-    # a 1 ms try almost never answers this target, and the AIMD retry's per-try timeout (100 ms /
-    # attempts) never comes down to it
-    one_ms = {label: value for label, value in statics.items() if label.endswith(" x 1 ms")}
-    assert len(one_ms) == 3 and max(one_ms.values()) < 0.05, one_ms
+    # the retries matter (timed-out tries are retried): 5 of them storm in the spikes and carry less
+    # than 1 at the same per-try timeout (0.9-38% against 45-56% in three runs here); with Istio's
+    # default conditions the two were the same configuration
+    for timeout in (25, 50):
+        assert carried[f"5 x {timeout} ms"] < carried[f"1 x {timeout} ms"], carried

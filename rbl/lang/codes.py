@@ -114,10 +114,10 @@ values of one parameter, make it an axis: `x in [a, b]`.
     "E0209": ("unknown setting", """
 Space settings are: rounds, users, successes, max_requests, target, fault.kind, fault.status,
 fault.duration, fault.rate, order, order.seed, warmup, load, target.cpus, target.replicas,
-target.noisy_cpus, target.drop_abandoned, and for open-loop load (`load = open`) load.rate, load.rps, load.arrivals,
-load.duration, load.warmup, load.profile, load.peak, load.peak_rps, load.period, load.length,
-load.timeout, load.window, load.slo and load.capacity. Client parameters belong inside a
-`client` block.
+target.noisy_cpus, target.drop_abandoned, and for open-loop load (`load = open`) load.rate,
+load.rps, load.arrivals, load.duration, load.warmup, load.profile, load.peak, load.peak_rps,
+load.period, load.length, load.timeout, load.window, load.slo and load.capacity. Client parameters
+belong inside a `client` block.
 """),
     "E0210": ("setting cannot vary", """
 Only `users`, `fault.rate`, `target`, `target.cpus`, the `load.*` settings of open-loop load
@@ -226,9 +226,10 @@ requests rbl records one by one as they are answered. Controllers run on one hop
 for now. A client cannot compose a controller with the static policy it controls
 (`adaptive_breaker` with `circuit_breaker`, `aimd_retry` with `retry`): both would set the same
 field. Two controllers compose (`aimd_retry + adaptive_breaker`) when they share one `interval`:
-they decide together, on the same window. Envoy's adaptive concurrency and admission control filters (`istio.adaptive_concurrency`,
-`istio.admission_control`) sit on the client sidecar's listener, so they run on one hop too, and not
-beside a controller, whose every retune would restart them.
+they decide together, on the same window. Envoy's adaptive concurrency and admission control
+filters (`istio.adaptive_concurrency`, `istio.admission_control`) sit on the client sidecar's
+listener, so they run on one hop too, and not beside a controller, whose every retune would
+restart them.
 """),
     "E0229": ("an Istio release rbl does not know, or a field it lacks", """
 `istio.version` names the Istio release whose defaults the `istio` clients follow, as `1.MINOR`

@@ -131,12 +131,6 @@ def controllers_of(pattern: str, config: dict) -> list[tuple[str, str, object]]:
     return [_controller(name, "" if len(names) == 1 else f"{name}.", config) for name in names if name in CONTROLLED]
 
 
-def controller_of(pattern: str, config: dict) -> tuple[str, str, object] | None:
-    """The first of controllers_of, or None."""
-    found = controllers_of(pattern, config)
-    return found[0] if found else None
-
-
 def _controller(name: str, prefix: str, config: dict) -> tuple[str, str, object]:
     """The built-in algorithm, or the one its `controller` names among those installed
     (docs/controllers.md), made from the pattern's parameters."""
