@@ -45,7 +45,11 @@ def cart(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def storm(tmp_path_factory):
-    return run_example(tmp_path_factory.mktemp("storm"), "retry-storm.rbl")
+    # at the example's 100% a short round sits on the knife's edge: a clean-clone suite run here
+    # calibrated the chain at 56.8 req/s (a 100 req/s step served 43 and 60), and then neither pool
+    # met a queue at productcatalog (both carried 100%, no refusal). At 200% the short pool fills
+    # within the warm-up, as the cart example's does
+    return run_example(tmp_path_factory.mktemp("storm"), "retry-storm.rbl", "--set", "load.rate=200%")
 
 
 def _placed(rows: list[dict], hops: list[dict], host: str) -> tuple[dict, dict]:
