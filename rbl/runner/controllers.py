@@ -1,9 +1,9 @@
 """Controllers: policies retuned while the load runs (the catalogue's istio.adaptive_breaker and
-istio.aimd_retry; docs/library-semantics.md, section istio). On a round whose client is a
-controller, the round frame ticks ControllerObserver every `interval`: it measures the window since the
-last decision (the requests answered meanwhile, the sidecar's requests in flight), asks the
-controller for the controlled parameter's next value, puts a changed value in force through the
-sidecar's watched files (the frame's retune), and records the decision (store/controllers.py).
+istio.aimd_retry; docs/library-semantics.md, section istio). On a round whose client has one or
+two (composed, sharing one `interval`), the round frame ticks ControllerObserver every `interval`: it
+measures the window since the last decision (the requests answered meanwhile, the sidecar's requests
+in flight), asks each controller for its parameter's next value, puts what changed in force through
+the sidecar's watched files in one retune (the frame's), and records each decision (store/controllers.py).
 
 The algorithms are the papers', step for step:
 - AdaptiveBreaker: "HAOC", Algorithm 1 of the adaptive overload control paper (HAOC '21).
